@@ -1,0 +1,97 @@
+# gpufleet: every entry point a developer or CI needs.
+#   make demo   bring the lab fleet up, bootstrap it with site.yml, show that a
+#               second run changes nothing
+#   make test   every test: unit, lint, sanity, Molecule, lab
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# Molecule and pytest write here instead of ~/.cache.
+export MOLECULE_EPHEMERAL_DIRECTORY_BASE := $(CURDIR)/.cache/molecule
+STAMP := .cache/stamps
+TIMES := .cache/times.log
+# Run a stage and record how long it took (figures for the closing notes).
+timed = start=$$(date +%s); if $(2); then rc=0; else rc=$$?; fi; echo "$(1) $$(( $$(date +%s) - start ))s rc=$$rc" | tee -a $(TIMES); exit $$rc
+
+.PHONY: help
+help:
+	@echo "make demo      lab fleet up, site.yml twice (second run: 0 changed)"
+	@echo "make test      unit, lint, sanity, molecule and lab tests"
+	@echo "make deps      venv, collections, podman settings and base images"
+	@echo "make unit | lint | sanity | molecule | lab-test"
+	@echo "make molecule SCENARIO=baseline   one role's scenario"
+	@echo "make lab-down  remove the lab fleet"
+
+# ---- dependencies --------------------------------------------------------
+$(STAMP)/venv: pyproject.toml requirements/constraints.txt
+	@mkdir -p $(STAMP)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade 'pip>=24'
+	$(BIN)/pip install --quiet -c requirements/constraints.txt -e '.[test]'
+	touch $@
+
+$(STAMP)/collections: $(STAMP)/venv requirements/collections.yml tools/install-collections.py
+	$(BIN)/python tools/install-collections.py
+	touch $@
+
+.PHONY: venv collections podman images deps
+venv: $(STAMP)/venv
+collections: $(STAMP)/collections
+podman:
+	tools/podman-setup.sh
+# build-image.sh is itself idempotent: it rebuilds only when its recipe changed.
+images: podman
+	tools/build-image.sh bookworm 12
+	tools/build-image.sh trixie 13
+deps: venv collections images
+
+# ---- demo ----------------------------------------------------------------
+.PHONY: demo lab-up lab-down
+demo: deps
+	$(BIN)/gpufleet lab up
+	$(BIN)/ansible-playbook site.yml -i inventories/lab
+	@echo "== second run: must change nothing =="
+	$(BIN)/ansible-playbook site.yml -i inventories/lab | tee .cache/demo-second-run.log
+	@grep -Eq 'changed=[1-9]|failed=[1-9]|unreachable=[1-9]' .cache/demo-second-run.log && \
+	  { echo "demo: the second run was not idempotent"; exit 1; } || echo "demo: second run changed nothing"
+lab-up: deps
+	$(BIN)/gpufleet lab up
+lab-down: venv
+	$(BIN)/gpufleet lab down
+
+# ---- tests ---------------------------------------------------------------
+.PHONY: test unit lint sanity molecule lab-test
+test: deps
+	@: > $(TIMES)
+	@$(MAKE) --no-print-directory unit lint sanity molecule lab-test
+	@echo "== stage times =="; cat $(TIMES)
+
+unit: venv collections
+	@$(call timed,unit,$(BIN)/pytest tests/unit -q -p no:cacheprovider)
+
+lint: venv collections
+	@$(call timed,lint,$(BIN)/ansible-lint --profile production)
+
+sanity: venv collections
+	@$(call timed,sanity,tools/sanity.sh)
+
+SCENARIO ?=
+molecule: venv collections images
+	@$(call timed,molecule,tools/molecule-all.sh $(SCENARIO))
+
+lab-test: venv collections images
+	@$(call timed,lab-test,$(BIN)/pytest tests/integration -q -p no:cacheprovider -m lab)
+
+# Re-resolve every Python dependency and pin the result.
+.PHONY: lock
+lock:
+	rm -rf .cache/lock-venv && $(PYTHON) -m venv .cache/lock-venv
+	.cache/lock-venv/bin/pip install --quiet --upgrade pip
+	.cache/lock-venv/bin/pip install --quiet -e '.[test]'
+	{ sed -n '1,2p' requirements/constraints.txt; .cache/lock-venv/bin/pip freeze --exclude-editable | grep -vi '^gpufleet'; } > requirements/constraints.new
+	mv requirements/constraints.new requirements/constraints.txt

@@ -1,0 +1,3 @@
+"""gpufleet: discover, bootstrap and drift-check GPU fleets."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,73 @@
+"""The `gpufleet` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .lab import Lab, PodmanError
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The checkout that holds galaxy.yml, searched upward from `start`."""
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / "galaxy.yml").is_file():
+            return d
+    return here
+
+
+def lab_dir() -> Path:
+    env = os.environ.get("GPUFLEET_LAB_DIR")
+    return Path(env) if env else project_root() / ".lab"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpufleet", description="Discover, bootstrap and drift-check GPU fleets.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    lab = sub.add_parser("lab", help="the local lab fleet of podman nodes")
+    lab_sub = lab.add_subparsers(dest="action", required=True)
+    up = lab_sub.add_parser("up", help="start the lab nodes (idempotent)")
+    up.add_argument("-n", "--nodes", type=_positive, default=3, help="number of nodes (default 3)")
+    up.add_argument("--debian", choices=["12", "13"], default="12", help="Debian release of the nodes (default 12)")
+    lab_sub.add_parser("down", help="remove every lab node")
+    lab_sub.add_parser("status", help="list the lab nodes")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "lab":
+        lab = Lab(lab_dir())
+        try:
+            if args.action == "up":
+                lab.up(count=args.nodes, debian=args.debian)
+            elif args.action == "down":
+                lab.down()
+            else:
+                rows = lab.status()
+                if not rows:
+                    print("lab: no nodes")
+                for r in rows:
+                    print(f"{r['name']:<18} {r['endpoint']:<18} {r['state']:<10} ssh {r['ssh']}")
+        except (PodmanError, TimeoutError, ValueError) as exc:
+            print(f"gpufleet lab {args.action}: {exc}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

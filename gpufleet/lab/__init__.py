@@ -1,0 +1,119 @@
+"""The lab fleet: local systemd nodes in podman, reached over real SSH.
+
+`gpufleet lab up` makes the nodes (default 3), each with sshd published on
+its own loopback address and port, a `gpufleet` user with passwordless sudo,
+the lab's SSH key, and a known_hosts file. `inventories/lab` reaches them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from . import _nodes, _ssh
+from ._nodes import Node
+from ._podman import Podman, PodmanError
+
+__all__ = ["Lab", "PodmanError"]
+
+LAB_USER = "gpufleet"
+# Runs inside a node; the public key arrives on stdin, nothing is interpolated.
+_PROVISION = """set -eu
+id -u gpufleet >/dev/null 2>&1 || useradd --create-home --shell /bin/bash gpufleet
+install -d -m 0700 -o gpufleet -g gpufleet /home/gpufleet/.ssh
+cat > /home/gpufleet/.ssh/authorized_keys
+chown gpufleet:gpufleet /home/gpufleet/.ssh/authorized_keys
+chmod 0600 /home/gpufleet/.ssh/authorized_keys
+echo 'gpufleet ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/gpufleet-lab
+chmod 0440 /etc/sudoers.d/gpufleet-lab
+"""
+
+
+class Lab:
+    def __init__(self, lab_dir: Path, podman: Podman | None = None):
+        self.dir = Path(lab_dir)
+        self.podman = podman or Podman()
+
+    @property
+    def state_file(self) -> Path:
+        return self.dir / "nodes.json"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.dir / "known_hosts"
+
+    def up(self, count: int = 3, debian: str = "12", boot_timeout: float = 90.0, log=print) -> list[Node]:
+        """Bring the lab to exactly `count` running nodes; safe to repeat."""
+        nodes = _nodes.plan(count)
+        image = _nodes.image_for(debian)
+        if not self.podman.image_exists(image):
+            raise PodmanError(f"image {image} is missing: run `make images` first")
+        pubkey = _ssh.ensure_key(self.dir).with_suffix(".pub").read_text()
+
+        existing = self.podman.lab_containers()
+        wanted = {n.name for n in nodes}
+        for name in sorted(existing):
+            if name not in wanted:  # a smaller lab than last time
+                log(f"removing {name}")
+                self.podman.remove(name)
+        for n in nodes:
+            state = existing.get(n.name)
+            if state is None:
+                log(f"starting {n.name} on {n.endpoint}")
+                self.podman.run_node(n, image)
+            elif state != "running":
+                log(f"restarting {n.name}")
+                self.podman.start(n.name)
+
+        lines = []
+        for n in nodes:
+            self._wait_booted(n, boot_timeout)
+            self.podman.exec(n.name, "sh", "-c", _PROVISION, stdin=pubkey)
+            host_key = self.podman.exec(n.name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout
+            lines.append(_ssh.known_hosts_line(n, host_key))
+            _ssh.wait_for_banner(n, timeout=boot_timeout)
+        self.known_hosts.write_text("\n".join(lines) + "\n")
+        self.state_file.write_text(
+            json.dumps({"image": image, "user": LAB_USER, "nodes": [vars(n) for n in nodes]}, indent=2) + "\n"
+        )
+        log(f"lab up: {len(nodes)} node(s), key {self.dir / 'id_ed25519'}")
+        return nodes
+
+    def _wait_booted(self, n: Node, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        state = "unknown"
+        while time.monotonic() < deadline:
+            state = self.podman.exec(n.name, "systemctl", "is-system-running", check=False).stdout.strip()
+            active = self.podman.exec(n.name, "systemctl", "is-active", "ssh", check=False).stdout.strip()
+            if state in ("running", "degraded") and active == "active":
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"{n.name}: not booted with sshd active after {timeout:.0f}s (system state {state})")
+
+    def down(self, log=print) -> int:
+        """Remove every lab node; keep the key so known setups stay valid."""
+        names = sorted(self.podman.lab_containers())
+        for name in names:
+            log(f"removing {name}")
+            self.podman.remove(name)
+        for f in (self.known_hosts, self.state_file):
+            f.unlink(missing_ok=True)
+        log(f"lab down: removed {len(names)} node(s)")
+        return len(names)
+
+    def status(self) -> list[dict]:
+        """One row per lab container: name, endpoint, container state, ssh."""
+        rows = []
+        for name, state in sorted(self.podman.lab_containers().items(), key=lambda kv: _nodes.index_of(kv[0]) or 0):
+            index = _nodes.index_of(name)
+            n = _nodes.node(index) if index else None
+            ssh = "-"
+            if n and state == "running":
+                try:
+                    _ssh.wait_for_banner(n, timeout=2)
+                    ssh = "up"
+                except TimeoutError:
+                    ssh = "down"
+            rows.append({"name": name, "endpoint": n.endpoint if n else "?", "state": state, "ssh": ssh})
+        return rows

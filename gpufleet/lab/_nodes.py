@@ -1,0 +1,66 @@
+"""The lab fleet's plan: which nodes exist and where each one listens.
+
+Every node gets its own loopback address and its own published SSH port, so
+nothing ever targets podman's bridge network and several nodes never share a
+socket. Pure functions: no podman, no files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+
+NAME_PREFIX = "gpufleet-lab-"
+LABEL = "gpufleet.lab"
+FIRST_OCTET = 10  # node 1 is 127.0.0.11
+FIRST_PORT = 2200  # node 1 listens on port 2201
+MAX_NODES = 200
+IMAGES = {"12": "localhost/gpufleet-debian:12", "13": "localhost/gpufleet-debian:13"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    index: int
+    name: str
+    hostname: str
+    address: str
+    port: int
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.address}:{self.port}"
+
+
+def plan(count: int) -> list[Node]:
+    """The nodes of a lab of `count` nodes, numbered from 1."""
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise ValueError(f"nodes: expected a whole number, got {count!r}")
+    if not 1 <= count <= MAX_NODES:
+        raise ValueError(f"nodes: must be between 1 and {MAX_NODES}, got {count}")
+    return [node(i) for i in range(1, count + 1)]
+
+
+def node(index: int) -> Node:
+    address = str(ipaddress.IPv4Address("127.0.0.0") + FIRST_OCTET + index)
+    return Node(
+        index=index,
+        name=f"{NAME_PREFIX}{index}",
+        hostname=f"lab-node-{index}",
+        address=address,
+        port=FIRST_PORT + index,
+    )
+
+
+def index_of(container_name: str) -> int | None:
+    """The node index encoded in a lab container's name, or None."""
+    if not container_name.startswith(NAME_PREFIX):
+        return None
+    tail = container_name[len(NAME_PREFIX):]
+    return int(tail) if tail.isdigit() else None
+
+
+def image_for(debian: str) -> str:
+    try:
+        return IMAGES[str(debian)]
+    except KeyError:
+        raise ValueError(f"debian: must be one of {', '.join(sorted(IMAGES))}, got {debian!r}") from None

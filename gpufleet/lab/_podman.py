@@ -1,0 +1,68 @@
+"""The few podman calls the lab needs, through one injectable runner so the
+lab logic is testable without podman."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Sequence
+
+from ._nodes import LABEL, Node
+
+Runner = Callable[[Sequence[str]], subprocess.CompletedProcess]
+
+
+class PodmanError(RuntimeError):
+    pass
+
+
+def default_runner(argv: Sequence[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=False)
+
+
+class Podman:
+    def __init__(self, runner: Runner = default_runner):
+        self._run = runner
+
+    def _call(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = self._run(["podman", *args])
+        if check and result.returncode != 0:
+            raise PodmanError(f"podman {' '.join(args[:2])} failed: {result.stderr.strip() or result.stdout.strip()}")
+        return result
+
+    def lab_containers(self) -> dict[str, str]:
+        """Name -> state ('running', 'exited', ...) of every lab container."""
+        out = self._call("ps", "--all", "--filter", f"label={LABEL}", "--format", "json").stdout
+        return {c["Names"][0]: c["State"] for c in json.loads(out or "[]")}
+
+    def image_exists(self, image: str) -> bool:
+        return self._call("image", "exists", image, check=False).returncode == 0
+
+    def run_node(self, node: Node, image: str) -> None:
+        self._call(
+            "run", "--detach",
+            "--name", node.name,
+            "--hostname", node.hostname,
+            "--label", f"{LABEL}=1",
+            "--label", f"{LABEL}.index={node.index}",
+            # Only the node's own loopback address and port, never 0.0.0.0.
+            "--publish", f"{node.address}:{node.port}:22",
+            image, "/sbin/init",
+        )
+
+    def start(self, name: str) -> None:
+        self._call("start", name)
+
+    def remove(self, name: str) -> None:
+        self._call("rm", "--force", "--time", "2", name)
+
+    def exec(self, name: str, *argv: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
+        if stdin is None:
+            return self._call("exec", name, *argv, check=check)
+        # Pass data on stdin rather than interpolating it into a shell line.
+        result = subprocess.run(
+            ["podman", "exec", "-i", name, *argv], input=stdin, capture_output=True, text=True, check=False
+        )
+        if check and result.returncode != 0:
+            raise PodmanError(f"podman exec {name} {argv[0]} failed: {result.stderr.strip()}")
+        return result

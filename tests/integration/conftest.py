@@ -1,0 +1,36 @@
+"""Fixtures for tests that drive real nodes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+
+def _unavailable(reason: str):
+    # In CI a missing prerequisite is a broken setup, never a silent skip.
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def fresh_node():
+    """A fresh, booted Debian 12 node in podman; removed afterwards."""
+    if not shutil.which("podman"):
+        _unavailable("podman is not installed")
+    image = "localhost/gpufleet-debian:12"
+    if subprocess.run(["podman", "image", "exists", image], check=False).returncode != 0:
+        _unavailable(f"{image} is missing: run `make images`")
+    name = f"gpufleet-test-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["podman", "run", "-d", "--name", name, image, "/sbin/init"], check=True, capture_output=True)
+    try:
+        subprocess.run(
+            ["podman", "exec", name, "systemctl", "is-system-running", "--wait"], check=False, capture_output=True
+        )
+        yield name
+    finally:
+        subprocess.run(["podman", "rm", "-f", "-t", "2", name], check=False, capture_output=True)

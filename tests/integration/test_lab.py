@@ -1,0 +1,75 @@
+"""The lab fleet end to end: up, converge over real SSH, a second run with
+zero changes, down. This is what `make demo` shows a new user."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests.integration.helpers import ROOT, ansible_env, recap, run_playbook
+
+pytestmark = pytest.mark.lab
+
+
+def gpufleet(*args: str) -> subprocess.CompletedProcess:
+    exe = shutil.which("gpufleet")
+    assert exe, "the gpufleet command is not installed in this environment"
+    return subprocess.run([exe, *args], cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    up = gpufleet("lab", "up")
+    if up.returncode != 0 and not os.environ.get("CI") and "is missing" in up.stderr:
+        pytest.skip(up.stderr)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        yield
+    finally:
+        down = gpufleet("lab", "down")
+        assert down.returncode == 0, down.stderr
+
+
+def test_lab_nodes_are_reachable_only_on_loopback(lab):
+    status = gpufleet("lab", "status")
+    rows = status.stdout.splitlines()
+    assert len(rows) == 3, status.stdout
+    for row in rows:
+        name, endpoint, state, _, ssh = row.split()
+        assert endpoint.startswith("127.0.0."), row
+        assert state == "running" and ssh == "up", row
+    ports = subprocess.run(
+        ["podman", "ps", "--filter", "label=gpufleet.lab", "--format", "{{.Ports}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert "0.0.0.0" not in ports, ports
+    for endpoint in ("127.0.0.11:2201->22/tcp", "127.0.0.12:2202->22/tcp", "127.0.0.13:2203->22/tcp"):
+        assert endpoint in ports, ports
+
+
+def test_site_converges_then_changes_nothing(lab):
+    first = run_playbook("site.yml", "-i", "inventories/lab")
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr
+    stats = recap(first.stdout)
+    assert sorted(stats) == ["lab-node-1", "lab-node-2", "lab-node-3"]
+    assert all(s["changed"] > 0 for s in stats.values()), "a fresh lab must need changes"
+
+    second = run_playbook("site.yml", "-i", "inventories/lab")
+    assert second.returncode == 0, second.stdout[-4000:] + second.stderr
+    assert {h: s["changed"] for h, s in recap(second.stdout).items()} == dict.fromkeys(stats, 0)
+
+    check = run_playbook("site.yml", "-i", "inventories/lab", "--check", "--diff")
+    assert check.returncode == 0, check.stdout[-4000:]
+    assert {h: s["changed"] for h, s in recap(check.stdout).items()} == dict.fromkeys(stats, 0)
+
+
+def test_nodes_were_reached_over_ssh_as_the_lab_user(lab):
+    out = subprocess.run(
+        [shutil.which("ansible"), "-i", "inventories/lab", "lab", "-m", "ansible.builtin.command", "-a", "id -un"],
+        cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("gpufleet") == 3, out.stdout

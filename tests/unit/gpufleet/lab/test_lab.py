@@ -1,0 +1,102 @@
+"""The lab's orchestration, against a fake podman that records calls."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from gpufleet.lab import Lab, PodmanError, _ssh
+from gpufleet.lab._podman import Podman
+
+
+class FakePodman(Podman):
+    def __init__(self, containers=None, images=("localhost/gpufleet-debian:12",)):
+        self.containers = dict(containers or {})
+        self.images = set(images)
+        self.calls: list[tuple] = []
+
+    def lab_containers(self):
+        return dict(self.containers)
+
+    def image_exists(self, image):
+        return image in self.images
+
+    def run_node(self, node, image):
+        self.calls.append(("run", node.name, node.endpoint, image))
+        self.containers[node.name] = "running"
+
+    def start(self, name):
+        self.calls.append(("start", name))
+        self.containers[name] = "running"
+
+    def remove(self, name):
+        self.calls.append(("rm", name))
+        self.containers.pop(name, None)
+
+    def exec(self, name, *argv, check=True, stdin=None):
+        self.calls.append(("exec", name, argv[0]))
+        out = {
+            "systemctl": "running\n" if "is-system-running" in argv else "active\n",
+            "cat": f"ssh-ed25519 KEY{name[-1]} root@x\n",
+        }.get(argv[0], "")
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+
+@pytest.fixture
+def lab(tmp_path, monkeypatch):
+    monkeypatch.setattr(_ssh, "wait_for_banner", lambda node, timeout: None)
+    return Lab(tmp_path / "lab", podman=FakePodman())
+
+
+def test_up_starts_missing_nodes_and_writes_known_hosts(lab):
+    lab.up(count=2, log=lambda *_: None)
+    runs = [c for c in lab.podman.calls if c[0] == "run"]
+    assert runs == [
+        ("run", "gpufleet-lab-1", "127.0.0.11:2201", "localhost/gpufleet-debian:12"),
+        ("run", "gpufleet-lab-2", "127.0.0.12:2202", "localhost/gpufleet-debian:12"),
+    ]
+    assert lab.known_hosts.read_text().splitlines() == [
+        "[127.0.0.11]:2201 ssh-ed25519 KEY1",
+        "[127.0.0.12]:2202 ssh-ed25519 KEY2",
+    ]
+    state = json.loads(lab.state_file.read_text())
+    assert [n["address"] for n in state["nodes"]] == ["127.0.0.11", "127.0.0.12"]
+
+
+def test_up_again_creates_nothing_and_restarts_stopped_nodes(lab):
+    lab.up(count=2, log=lambda *_: None)
+    lab.podman.containers["gpufleet-lab-2"] = "exited"
+    lab.podman.calls.clear()
+    lab.up(count=2, log=lambda *_: None)
+    assert [c for c in lab.podman.calls if c[0] in ("run", "rm", "start")] == [("start", "gpufleet-lab-2")]
+
+
+def test_up_with_fewer_nodes_removes_the_extra_ones(lab):
+    lab.up(count=3, log=lambda *_: None)
+    lab.podman.calls.clear()
+    lab.up(count=1, log=lambda *_: None)
+    assert sorted(c for c in lab.podman.calls if c[0] == "rm") == [("rm", "gpufleet-lab-2"), ("rm", "gpufleet-lab-3")]
+
+
+def test_up_fails_before_touching_anything_without_the_image(lab):
+    lab.podman.images.clear()
+    with pytest.raises(PodmanError, match="localhost/gpufleet-debian:12 is missing"):
+        lab.up(count=1, log=lambda *_: None)
+    assert lab.podman.calls == []
+
+
+def test_up_rejects_a_bad_count_before_touching_anything(lab):
+    with pytest.raises(ValueError, match="nodes: must be between"):
+        lab.up(count=0, log=lambda *_: None)
+    assert lab.podman.calls == []
+
+
+def test_down_removes_every_node_and_the_state(lab):
+    lab.up(count=2, log=lambda *_: None)
+    assert lab.down(log=lambda *_: None) == 2
+    assert lab.podman.containers == {}
+    assert not lab.known_hosts.exists()
+    assert not lab.state_file.exists()
+    assert (lab.dir / "id_ed25519").exists(), "the key survives, so it stays stable across labs"

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.lab import _nodes
+
+
+def test_plan_gives_each_node_its_own_loopback_address_and_port():
+    nodes = _nodes.plan(3)
+    assert [n.name for n in nodes] == ["gpufleet-lab-1", "gpufleet-lab-2", "gpufleet-lab-3"]
+    assert [n.endpoint for n in nodes] == ["127.0.0.11:2201", "127.0.0.12:2202", "127.0.0.13:2203"]
+    assert len({n.address for n in nodes}) == 3
+    assert all(n.address.startswith("127.") for n in nodes)
+
+
+def test_plan_stays_inside_loopback_at_the_maximum():
+    last = _nodes.plan(_nodes.MAX_NODES)[-1]
+    assert last.address == "127.0.0.210"
+
+
+@pytest.mark.parametrize("bad", [0, -1, _nodes.MAX_NODES + 1])
+def test_plan_rejects_out_of_range_counts(bad):
+    with pytest.raises(ValueError, match="nodes: must be between 1 and"):
+        _nodes.plan(bad)
+
+
+@pytest.mark.parametrize("bad", ["3", 2.5, True, None])
+def test_plan_rejects_non_integers(bad):
+    with pytest.raises(ValueError, match="nodes: expected a whole number"):
+        _nodes.plan(bad)
+
+
+def test_index_of_round_trips_and_ignores_foreign_names():
+    assert _nodes.index_of(_nodes.node(7).name) == 7
+    assert _nodes.index_of("some-other-container") is None
+    assert _nodes.index_of("gpufleet-lab-x") is None
+
+
+def test_image_for_names_the_bad_release():
+    assert _nodes.image_for("13") == "localhost/gpufleet-debian:13"
+    with pytest.raises(ValueError, match="debian: must be one of 12, 13, got '11'"):
+        _nodes.image_for("11")

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import pytest
+
+from gpufleet import cli
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "three"])
+def test_lab_up_rejects_bad_node_counts_naming_the_option(value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["lab", "up", "--nodes", value])
+    assert exc.value.code == 2
+    assert "--nodes" in capsys.readouterr().err
+
+
+def test_lab_up_rejects_unknown_debian_release(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["lab", "up", "--debian", "11"])
+    assert "--debian" in capsys.readouterr().err
+
+
+def test_project_root_finds_galaxy_yml_upwards(tmp_path):
+    (tmp_path / "galaxy.yml").write_text("namespace: x\n")
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    assert cli.project_root(deep) == tmp_path
+
+
+def test_lab_dir_honours_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUFLEET_LAB_DIR", str(tmp_path / "elsewhere"))
+    assert cli.lab_dir() == tmp_path / "elsewhere"

@@ -22,6 +22,8 @@ def gpufleet(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def lab():
+    # Start from fresh nodes, so the first converge really has work to do.
+    gpufleet("lab", "down")
     up = gpufleet("lab", "up")
     if up.returncode != 0 and not os.environ.get("CI") and "is missing" in up.stderr:
         pytest.skip(up.stderr)

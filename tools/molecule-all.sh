@@ -14,6 +14,11 @@ if ((${#scenarios[@]} == 0)); then
     done
 fi
 
+if ((${#scenarios[@]} == 0)); then
+    echo "molecule-all: no scenario found under extensions/molecule" >&2
+    exit 1
+fi
+
 mkdir -p .cache/molecule-logs
 export COLUMNS=200 # keep PLAY RECAP lines unwrapped for the recap check
 rc=0

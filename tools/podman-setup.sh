@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Configure podman for the test machines described in shared/TESTHOSTS.md.
+# Install and configure podman for the test machines described in shared/TESTHOSTS.md.
 #
 # Why each setting exists:
 #   - crun cannot set RLIMIT_NOFILE/NPROC here (no CAP_SYS_RESOURCE, hard
@@ -23,14 +23,18 @@ events_logger = "file"
 TOML
 )
 
+# Debian packages the tests and the lab need on the machine itself: podman
+# with runc, debootstrap for base images, ssh for the lab, shellcheck for
+# ansible-test sanity.
+packages=(podman runc debootstrap openssh-client git shellcheck)
 missing=()
-for bin in podman runc debootstrap; do
-    command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
+for pkg in "${packages[@]}"; do
+    dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
     echo "podman-setup: installing ${missing[*]}" >&2
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 mkdir -p /etc/containers

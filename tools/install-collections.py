@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Install the collections in requirements/collections.yml without Galaxy.
 
 Galaxy is unreachable from our machines, but PyPI is, and the `ansible`

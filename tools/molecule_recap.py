@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Check a `molecule test` log: the check-mode pass on the converged node.
 
 Molecule's sequence runs `check` twice: on a fresh node (must not fail) and

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import subprocess
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -40,7 +40,7 @@ def test_lab_nodes_are_reachable_only_on_loopback(lab):
     rows = status.stdout.splitlines()
     assert len(rows) == 3, status.stdout
     for row in rows:
-        name, endpoint, state, _, ssh = row.split()
+        _name, endpoint, state, _label, ssh = row.split()
         assert endpoint.startswith("127.0.0."), row
         assert state == "running" and ssh == "up", row
     ports = subprocess.run(

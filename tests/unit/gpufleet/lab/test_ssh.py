@@ -34,7 +34,7 @@ def _serve_once(banner: bytes) -> tuple[int, threading.Thread]:
     srv.listen(1)
 
     def answer():
-        conn, _ = srv.accept()
+        conn, _addr = srv.accept()
         conn.sendall(banner)
         conn.close()
         srv.close()

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from .drift import _command as drift_command
 from .lab import Lab, PodmanError
 
 
@@ -45,11 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--debian", choices=["12", "13"], default="12", help="Debian release of the nodes (default 12)")
     lab_sub.add_parser("down", help="remove every lab node")
     lab_sub.add_parser("status", help="list the lab nodes")
+
+    drift_command.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "drift":
+        return drift_command.run(project_root(), args)
     if args.command == "lab":
         lab = Lab(lab_dir())
         try:

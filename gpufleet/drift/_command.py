@@ -1,0 +1,91 @@
+"""`gpufleet drift`: scan, report, and optionally fix."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from pathlib import Path
+
+from . import _history, _peers, _runner, _waivers
+from ._model import EXIT_FAILED, load_report
+from ._render_html import html
+from ._render_junit import junit
+from ._render_text import table
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("drift", help="verify the fleet against site.yml (check and diff mode)")
+    p.add_argument("-i", "--inventory", required=True, help="inventory path, e.g. inventories/aliyun")
+    p.add_argument("--limit", help="only these hosts or groups (Ansible pattern)")
+    p.add_argument("--tags", help="only these roles' tags, comma-separated")
+    p.add_argument("--output-dir", type=Path, help="where to write report.json/.xml/.html "
+                   "(default .gpufleet/drift/<time>)")
+    p.add_argument("--waivers", type=Path, help="waiver file (default drift-waivers.yml in the project, if present)")
+    p.add_argument("--history", type=Path, help="history store (default .gpufleet/drift-history.jsonl)")
+    p.add_argument("--fix", action="store_true", help="converge the drifted hosts' drifted roles, then scan again")
+    p.add_argument("--yes", action="store_true", help="with --fix: do not ask for confirmation")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _build(root: Path, args, report_path: Path):
+    report = load_report(report_path)
+    waivers_file = args.waivers or (root / "drift-waivers.yml")
+    if args.waivers or waivers_file.exists():
+        _waivers.apply(report.records, _waivers.load(waivers_file))
+    reachable = {h: m for h, m in report.hosts.items() if report.host_state(h) != "unreachable"}
+    report.peers = _peers.compare(reachable)
+    _history.record(args.history or root / ".gpufleet" / "drift-history.jsonl", report)
+    return report
+
+
+def _write(report, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.json").write_text(json.dumps(report.to_dict(), indent=1, default=str) + "\n")
+    (out_dir / "report.xml").write_text(junit(report) + "\n")
+    (out_dir / "report.html").write_text(html(report))
+
+
+def _scan(root: Path, args, out_dir: Path):
+    raw = out_dir / "callback.json"
+    raw.unlink(missing_ok=True)
+    rc, status = _runner.scan(root, args.inventory, raw, args.limit, args.tags, quiet=args.quiet)
+    if not raw.exists():
+        print(f"gpufleet drift: the scan produced no report (ansible-playbook rc {rc}, {status})", file=sys.stderr)
+        return None
+    report = _build(root, args, raw)
+    _write(report, out_dir)
+    print(table(report))
+    print(f"reports: {out_dir}/report.json report.xml report.html")
+    return report
+
+
+def run(root: Path, args) -> int:
+    if not Path(args.inventory).exists():
+        print(f"gpufleet drift: --inventory {args.inventory}: no such file or directory", file=sys.stderr)
+        return 2 | EXIT_FAILED
+    if args.waivers and not args.waivers.exists():
+        print(f"gpufleet drift: --waivers {args.waivers}: no such file", file=sys.stderr)
+        return 2 | EXIT_FAILED
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    out_dir = args.output_dir or root / ".gpufleet" / "drift" / stamp
+    try:
+        report = _scan(root, args, out_dir)
+        if report is None:
+            return EXIT_FAILED
+        if not args.fix or not report.drifted():
+            return report.exit_code()
+        hosts, roles = report.drifted_hosts(), report.drifted_roles()
+        print(f"fix: converge {', '.join(hosts)} for {', '.join(roles) or 'all roles'}")
+        if not args.yes:
+            answer = input("proceed? [y/N] ").strip().lower()
+            if answer not in ("y", "yes"):
+                print("fix: cancelled")
+                return report.exit_code()
+        rc, status = _runner.fix(root, args.inventory, hosts, roles, quiet=args.quiet)
+        print(f"fix: ansible-playbook rc {rc} ({status}); scanning again")
+        again = _scan(root, args, out_dir / "after-fix")
+        return again.exit_code() if again else EXIT_FAILED
+    except _waivers.WaiverError as exc:
+        print(f"gpufleet drift: --waivers: {exc}", file=sys.stderr)
+        return EXIT_FAILED

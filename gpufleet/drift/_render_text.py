@@ -1,0 +1,28 @@
+"""Terminal table of a drift report."""
+
+from __future__ import annotations
+
+
+def table(report) -> str:
+    lines = []
+    lines.append(f"{'HOST':<20} {'STATE':<17} {'RESOURCE'}")
+    interesting = [r for r in report.records if r["state"] != "in-sync"]
+    for r in sorted(interesting, key=lambda r: (r["host"], r["state"], r["resource"])):
+        state = r["state"] + (" (waived)" if r.get("waiver") else "")
+        lines.append(f"{r['host']:<20} {state:<17} {r['resource']}")
+        if r.get("message") and r["state"] != "drifted":
+            lines.append(f"{'':<20} {'':<17} {r['message'].splitlines()[0][:100]}")
+    if not interesting:
+        lines.append("(every resource on every host is in sync)")
+    for flag in report.peers:
+        lines.append(f"{flag['host']:<20} {'peer-mismatch':<17} {flag['message']}")
+    counts = report.counts()
+    lines.append("")
+    lines.append(
+        f"hosts {len(report.hosts)}  in sync {report.in_sync_percent():.0f}%  "
+        f"coverage {report.coverage_percent():.1f}%  "
+        + "  ".join(f"{s} {counts.get(s, 0)}" for s in ("in-sync", "drifted", "failed", "unreachable",
+                                                          "could-not-verify"))
+        + f"  exit {report.exit_code()}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,64 @@
+"""Drive site.yml through ansible-runner: the drift scan (check and diff
+mode, with the gpufleet.cloud.drift callback) and the remediation run."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import ansible_runner
+
+
+def _progress(stream):
+    tasks = {"n": 0}
+
+    def handler(event: dict) -> bool:
+        kind = event.get("event")
+        data = event.get("event_data", {})
+        if kind == "playbook_on_task_start":
+            tasks["n"] += 1
+            print(f"  [{tasks['n']:>3}] {data.get('task', '')}", file=stream, flush=True)
+        elif kind == "runner_on_unreachable":
+            print(f"        unreachable: {data.get('host')}", file=stream, flush=True)
+        return True  # keep the event in ansible-runner's artifacts
+
+    return handler
+
+
+def _run(root: Path, playbook: str, inventory: str, extra_env: dict[str, str], cmdline: str,
+         limit: str | None, tags: str | None, quiet: bool):
+    env = {"ANSIBLE_CONFIG": str(root / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", **extra_env}
+    with tempfile.TemporaryDirectory(prefix="gpufleet-runner-") as private:
+        result = ansible_runner.run(
+            private_data_dir=private,
+            project_dir=str(root),
+            playbook=str(root / playbook),
+            inventory=str(Path(inventory).resolve()),
+            cmdline=cmdline,
+            limit=limit,
+            tags=tags,
+            envvars=env,
+            quiet=True,
+            event_handler=None if quiet else _progress(sys.stderr),
+        )
+        return result.rc, result.status
+
+
+def scan(root: Path, inventory: str, report_path: Path, limit: str | None = None, tags: str | None = None,
+         quiet: bool = False) -> tuple[int, str]:
+    """Run the drift playbook in check and diff mode; the callback writes
+    `report_path`. Returns ansible-playbook's rc and runner status."""
+    env = {
+        "ANSIBLE_CALLBACKS_ENABLED": "gpufleet.cloud.drift",
+        "GPUFLEET_DRIFT_REPORT": str(report_path),
+        # Facts cached by an earlier converge would hide a changed node.
+        "ANSIBLE_GATHERING": "implicit",
+    }
+    return _run(root, "playbooks/drift.yml", inventory, env, "--check --diff", limit, tags, quiet)
+
+
+def fix(root: Path, inventory: str, hosts: list[str], roles: list[str], quiet: bool = False) -> tuple[int, str]:
+    """Converge only the drifted hosts, and only the drifted roles' tags."""
+    return _run(root, "site.yml", inventory, {}, "", ",".join(hosts), ",".join(roles) or None, quiet)
+

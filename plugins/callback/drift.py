@@ -1,0 +1,193 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: drift
+type: aggregate
+short_description: Record fleet drift, one entry per host and resource
+description:
+  - Used with a playbook run in check and diff mode, such as C(gpufleet drift).
+    Every task that manages a resource yields one record per host (and per
+    loop item) with a state - C(in-sync), C(drifted), C(failed),
+    C(unreachable) or C(could-not-verify) - and, for drift, its diff.
+  - Diffs of tasks under C(no_log) are replaced by a redaction marker; tasks
+    with C(diff) set to false produce no diff.
+  - Also records per-host metadata from the inventory (C(gpufleet_provider),
+    C(gpufleet_region), C(gpufleet_gpu)) and the versions of the kernel and
+    of key packages, for peer comparison.
+  - Writes one JSON document at the end of the run.
+requirements:
+  - enable in configuration, for example C(ANSIBLE_CALLBACKS_ENABLED=gpufleet.cloud.drift)
+options:
+  report_path:
+    description: Where to write the JSON report.
+    type: path
+    default: ./drift.json
+    env:
+      - name: GPUFLEET_DRIFT_REPORT
+    ini:
+      - section: callback_drift
+        key: report_path
+  packages:
+    description: Packages whose installed versions are recorded for peer comparison.
+    type: list
+    elements: str
+    default:
+      - nvidia-driver
+      - nvidia-kernel-dkms
+      - nvidia-smi
+      - libnvidia-ml1
+      - cuda-toolkit
+      - nvidia-cuda-toolkit
+      - libnccl2
+      - docker.io
+      - docker-ce
+      - containerd
+      - prometheus-node-exporter
+      - chrony
+    env:
+      - name: GPUFLEET_DRIFT_PACKAGES
+    ini:
+      - section: callback_drift
+        key: packages
+"""
+
+import datetime
+import json
+import os
+
+from ansible import context
+from ansible.plugins.callback import CallbackBase
+
+from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _drift
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "gpufleet.cloud.drift"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, display=None):
+        super().__init__(display=display)
+        self._records = {}
+        self._hosts = {}
+        self._started = datetime.datetime.now(datetime.timezone.utc)
+        self._check_mode = bool(context.CLIARGS.get("check", False))
+
+    # -- helpers ---------------------------------------------------------
+    def _host_meta(self, host):
+        name = host.get_name()
+        if name not in self._hosts:
+            hv = host.vars or {}
+            gpu = hv.get("gpufleet_gpu") or {}
+            self._hosts[name] = {
+                "provider": str(hv.get("gpufleet_provider", "unknown")),
+                "region": str(hv.get("gpufleet_region", "unknown")),
+                "gpu_model": str(gpu.get("model", "none")) if isinstance(gpu, dict) else "none",
+                "groups": sorted(g.get_name() for g in host.get_groups() if g.get_name() != "all"),
+                "versions": {},
+            }
+        return self._hosts[name]
+
+    def _collect_versions(self, host, result):
+        facts = result.get("ansible_facts") or {}
+        versions = self._host_meta(host)["versions"]
+        kernel = facts.get("ansible_kernel") or facts.get("kernel")
+        if kernel:
+            versions["kernel"] = str(kernel)
+        packages = facts.get("packages")
+        if isinstance(packages, dict):
+            for name in self.get_option("packages"):
+                entries = packages.get(name)
+                if entries:
+                    versions[name] = str(entries[0].get("version"))
+
+    def _record(self, result, outcome, item=None):
+        task = result._task
+        host = result._host
+        res = result._result
+        self._host_meta(host)
+        self._collect_versions(host, res)
+        if _drift.IGNORE_TAG in (task.tags or ()):
+            return
+        state = _drift.classify(task.action, res, outcome)
+        if state is None:
+            return
+        no_log = bool(task.no_log)
+        label = None
+        if item is not None:
+            label = "(censored)" if no_log else str(res.get("_ansible_item_label", item))
+        resource = _drift.resource_id(task.get_name(), label)
+        role = task._role.get_name() if getattr(task, "_role", None) else None
+        record = {
+            "host": host.get_name(),
+            "resource": resource,
+            "role": role,
+            "action": task.action,
+            "state": state,
+        }
+        if state == _drift.DRIFTED:
+            record["diff"] = _drift.redact_diff(res, no_log)
+        elif state in (_drift.FAILED, _drift.UNREACHABLE, _drift.NOT_VERIFIED):
+            record["message"] = "(censored)" if no_log else str(res.get("msg", ""))[:2000]
+        # A handler or a repeated task name on the same host: keep the worst.
+        key = (record["host"], resource)
+        previous = self._records.get(key)
+        if previous is None or _rank(state) > _rank(previous["state"]):
+            self._records[key] = record
+
+    # -- events ------------------------------------------------------------
+    def v2_runner_on_ok(self, result):
+        if "results" not in result._result:  # looped tasks are recorded per item
+            self._record(result, "ok")
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        if "results" not in result._result:
+            self._record(result, "failed")
+
+    def v2_runner_on_skipped(self, result):
+        if "results" not in result._result:
+            self._record(result, "skipped")
+
+    def v2_runner_on_unreachable(self, result):
+        self._record(result, "unreachable")
+
+    def v2_runner_item_on_ok(self, result):
+        self._record(result, "ok", item=result._result.get("item"))
+
+    def v2_runner_item_on_failed(self, result):
+        self._record(result, "failed", item=result._result.get("item"))
+
+    def v2_runner_item_on_skipped(self, result):
+        self._record(result, "skipped", item=result._result.get("item"))
+
+    def v2_playbook_on_stats(self, stats):
+        records = sorted(self._records.values(), key=lambda r: (r["host"], r["resource"]))
+        for host in stats.processed:
+            self._hosts.setdefault(host, {"provider": "unknown", "region": "unknown", "gpu_model": "none",
+                                          "groups": [], "versions": {}})
+        report = {
+            "version": 1,
+            "started": self._started.isoformat(),
+            "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "check_mode": bool(self._check_mode),
+            "hosts": self._hosts,
+            "records": records,
+            "exit_code": _drift.exit_code(records),
+        }
+        path = self.get_option("report_path")
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=1, sort_keys=True)
+        os.replace(tmp, path)  # readers never see half a report
+
+
+def _rank(state):
+    order = (_drift.IN_SYNC, _drift.NOT_VERIFIED, _drift.DRIFTED, _drift.FAILED, _drift.UNREACHABLE)
+    return order.index(state)

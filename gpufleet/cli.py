@@ -35,8 +35,17 @@ def _positive(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit 1: argparse's usual 2 would read as "drift" in the
+    drift command's bitmask (0 clean, 2 drift, 4 failures, 8 unreachable)."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpufleet", description="Discover, bootstrap and drift-check GPU fleets.")
+    parser = _Parser(prog="gpufleet", description="Discover, bootstrap and drift-check GPU fleets.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     lab = sub.add_parser("lab", help="the local lab fleet of podman nodes")

@@ -9,6 +9,9 @@ from pathlib import Path
 
 from . import _history, _peers, _runner, _waivers
 from ._model import EXIT_FAILED, load_report
+
+# Not a bit of the drift bitmask: the command could not run as asked.
+EXIT_USAGE = 1
 from ._render_html import html
 from ._render_junit import junit
 from ._render_text import table
@@ -63,10 +66,10 @@ def _scan(root: Path, args, out_dir: Path):
 def run(root: Path, args) -> int:
     if not Path(args.inventory).exists():
         print(f"gpufleet drift: --inventory {args.inventory}: no such file or directory", file=sys.stderr)
-        return 2 | EXIT_FAILED
+        return EXIT_USAGE
     if args.waivers and not args.waivers.exists():
         print(f"gpufleet drift: --waivers {args.waivers}: no such file", file=sys.stderr)
-        return 2 | EXIT_FAILED
+        return EXIT_USAGE
     stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
     out_dir = args.output_dir or root / ".gpufleet" / "drift" / stamp
     try:
@@ -88,4 +91,4 @@ def run(root: Path, args) -> int:
         return again.exit_code() if again else EXIT_FAILED
     except _waivers.WaiverError as exc:
         print(f"gpufleet drift: --waivers: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_USAGE

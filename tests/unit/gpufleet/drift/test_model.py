@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpufleet.drift import load_report
+
+from .helpers import rec, report
+
+
+def test_exit_code_bits_and_percentages():
+    r = report([
+        rec("a", "x", "in-sync"), rec("a", "y", "in-sync"),
+        rec("b", "x", "drifted"), rec("b", "y", "could-not-verify"),
+        rec("c", "x", "failed"),
+        rec("d", "(host)", "unreachable"),
+    ])
+    assert r.exit_code() == 2 | 4 | 8
+    assert r.in_sync_percent() == 25.0
+    assert [r.host_state(h) for h in "abcd"] == ["in-sync", "drifted", "failed", "unreachable"]
+    # coverage: of the 5 judged records, 3 were verified (in-sync or drifted)
+    assert r.coverage_percent() == pytest.approx(60.0)
+
+
+def test_waived_drift_is_shown_but_does_not_count():
+    r = report([rec("a", "x", "drifted", waiver={"reason": "r", "expires": "2099-01-01"})])
+    assert r.exit_code() == 0
+    assert r.host_state("a") == "in-sync"
+    assert r.most_drifted() == [("x", 1)]
+
+
+def test_fix_targets_short_role_names_and_drifted_hosts_only():
+    r = report([rec("b", "x", "drifted"), rec("a", "y", "in-sync"),
+                rec("c", "z", "drifted", role="gpufleet.cloud.nccl")])
+    assert r.drifted_hosts() == ["b", "c"]
+    assert r.drifted_roles() == ["baseline", "nccl"]
+
+
+def test_grouping_by_cloud():
+    r = report([rec("a", "x", "in-sync"), rec("b", "x", "drifted")])
+    assert r.grouped("provider") == {"aliyun": {"in-sync": 1, "drifted": 1}}
+
+
+def test_load_report_rejects_unknown_states(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"hosts": {}, "records": [rec("a", "x", "sideways")]}))
+    with pytest.raises(ValueError, match="unknown drift states"):
+        load_report(path)

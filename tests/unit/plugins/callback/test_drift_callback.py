@@ -1,0 +1,132 @@
+"""The drift callback against fake task results: what it records, how it
+keys loop items, and that no_log content never reaches the report."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from ansible.plugins.loader import callback_loader
+
+
+class FakeGroup:
+    def __init__(self, name):
+        self._name = name
+
+    def get_name(self):
+        return self._name
+
+
+class FakeHost:
+    def __init__(self, name, hostvars=None, groups=("lab",)):
+        self._name = name
+        self.vars = hostvars or {}
+        self._groups = [FakeGroup(g) for g in ("all", *groups)]
+
+    def get_name(self):
+        return self._name
+
+    def get_groups(self):
+        return self._groups
+
+
+class FakeTask:
+    def __init__(self, name, action, no_log=False, role=None, tags=()):
+        self._name = name
+        self.action = action
+        self.no_log = no_log
+        self.tags = list(tags)
+        self._role = SimpleNamespace(get_name=lambda: role) if role else None
+
+    def get_name(self):
+        return f"{self._role.get_name()} : {self._name}" if self._role else self._name
+
+
+def result(host, task, res):
+    return SimpleNamespace(_host=host, _task=task, _result=res)
+
+
+@pytest.fixture
+def cb(tmp_path):
+    # Loaded through Ansible's plugin loader, so the options come from the
+    # plugin's own DOCUMENTATION exactly as in a real run.
+    plugin = callback_loader.get("gpufleet.cloud.drift")
+    assert plugin is not None, "gpufleet.cloud.drift is not found by the plugin loader"
+    plugin.set_options(direct={"report_path": str(tmp_path / "out" / "drift.json"),
+                               "packages": ["chrony", "nvidia-driver"]})
+    return plugin
+
+
+def finish(cb, tmp_path, hosts=()):
+    cb.v2_playbook_on_stats(SimpleNamespace(processed={h: {} for h in hosts}))
+    return json.loads((tmp_path / "out" / "drift.json").read_text())
+
+
+def test_records_each_state_with_role_and_exit_code(cb, tmp_path):
+    h = FakeHost("n1", {"gpufleet_provider": "aliyun", "gpufleet_region": "cn-beijing",
+                        "gpufleet_gpu": {"model": "H100", "count": 8}})
+    tpl = FakeTask("Configure chrony", "ansible.builtin.template", role="gpufleet.cloud.baseline")
+    cb.v2_runner_on_ok(result(h, tpl, {"changed": True, "diff": [{"before": "a", "after": "b"}]}))
+    cb.v2_runner_on_ok(result(h, FakeTask("Install", "ansible.builtin.apt", role="gpufleet.cloud.baseline"),
+                              {"changed": False}))
+    cb.v2_runner_on_ok(result(h, FakeTask("Check", "ansible.builtin.assert"), {"changed": False}))
+    report = finish(cb, tmp_path, ["n1"])
+    states = {r["resource"]: r["state"] for r in report["records"]}
+    assert states == {"gpufleet.cloud.baseline : Configure chrony": "drifted",
+                      "gpufleet.cloud.baseline : Install": "in-sync"}
+    drifted = next(r for r in report["records"] if r["state"] == "drifted")
+    assert drifted["role"] == "gpufleet.cloud.baseline"
+    assert drifted["diff"] == [{"before": "a", "after": "b"}]
+    assert report["hosts"]["n1"]["provider"] == "aliyun"
+    assert report["hosts"]["n1"]["gpu_model"] == "H100"
+    assert report["exit_code"] == 2
+
+
+def test_loop_items_are_separate_resources_and_the_aggregate_is_ignored(cb, tmp_path):
+    h = FakeHost("n1")
+    t = FakeTask("Write sysctl", "ansible.posix.sysctl", role="baseline")
+    cb.v2_runner_item_on_ok(result(h, t, {"changed": False, "item": {"key": "a"}, "_ansible_item_label": "a"}))
+    cb.v2_runner_item_on_ok(result(h, t, {"changed": True, "item": {"key": "b"}, "_ansible_item_label": "b"}))
+    cb.v2_runner_on_ok(result(h, t, {"changed": True, "results": [{}, {}]}))
+    report = finish(cb, tmp_path)
+    assert [(r["resource"], r["state"]) for r in report["records"]] == [
+        ("baseline : Write sysctl [a]", "in-sync"),
+        ("baseline : Write sysctl [b]", "drifted"),
+    ]
+
+
+def test_no_log_diff_item_and_message_are_redacted(cb, tmp_path):
+    h = FakeHost("n1")
+    t = FakeTask("Write key", "ansible.builtin.copy", no_log=True)
+    cb.v2_runner_item_on_ok(result(h, t, {"changed": True, "item": "hunter2", "_ansible_item_label": "hunter2",
+                                          "diff": [{"before": "old-hunter2", "after": "new-hunter2"}]}))
+    cb.v2_runner_on_failed(result(h, FakeTask("Use key", "ansible.builtin.command", no_log=True),
+                                  {"msg": "bad key hunter2"}))
+    text = (finish(cb, tmp_path), (tmp_path / "out" / "drift.json").read_text())[1]
+    assert "hunter2" not in text
+    assert "<redacted: no_log>" in text
+
+
+def test_unreachable_and_ignored_tags(cb, tmp_path):
+    h = FakeHost("n1")
+    cb.v2_runner_on_unreachable(result(h, FakeTask("Gathering Facts", "ansible.builtin.gather_facts"),
+                                       {"msg": "ssh: connect to host refused"}))
+    cb.v2_runner_on_ok(result(FakeHost("n2"), FakeTask("Refresh", "ansible.builtin.apt",
+                                                       tags=["gpufleet_drift_ignore"]), {"changed": False}))
+    report = finish(cb, tmp_path, ["n1", "n2"])
+    assert [(r["host"], r["state"]) for r in report["records"]] == [("n1", "unreachable")]
+    assert report["exit_code"] == 8
+    assert "n2" in report["hosts"]
+
+
+def test_versions_are_collected_for_peer_comparison(cb, tmp_path):
+    h = FakeHost("n1")
+    cb.v2_runner_on_ok(result(h, FakeTask("Read kernel", "ansible.builtin.setup"),
+                              {"ansible_facts": {"ansible_kernel": "6.1.0-27-amd64"}}))
+    cb.v2_runner_on_ok(result(h, FakeTask("Read packages", "ansible.builtin.package_facts"),
+                              {"ansible_facts": {"packages": {"chrony": [{"version": "4.3-2"}],
+                                                              "jq": [{"version": "1.6"}]}}}))
+    report = finish(cb, tmp_path)
+    assert report["hosts"]["n1"]["versions"] == {"kernel": "6.1.0-27-amd64", "chrony": "4.3-2"}

@@ -25,8 +25,8 @@ TOML
 
 # Debian packages the tests and the lab need on the machine itself: podman
 # with runc, debootstrap for base images, ssh for the lab, shellcheck for
-# ansible-test sanity.
-packages=(podman runc debootstrap openssh-client git shellcheck)
+# ansible-test sanity, headless chromium to look at the drift report.
+packages=(podman runc debootstrap openssh-client git shellcheck chromium)
 missing=()
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")

@@ -60,6 +60,7 @@ import json
 import os
 
 from ansible import context
+from ansible.playbook.handler import Handler
 from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _drift
@@ -77,12 +78,13 @@ class CallbackModule(CallbackBase):
         self._hosts = {}
         self._started = datetime.datetime.now(datetime.timezone.utc)
         self._check_mode = bool(context.CLIARGS.get("check", False))
+        self._variable_manager = None
 
     # -- helpers ---------------------------------------------------------
     def _host_meta(self, host):
         name = host.get_name()
         if name not in self._hosts:
-            hv = host.vars or {}
+            hv = self._inventory_vars(host)
             gpu = hv.get("gpufleet_gpu") or {}
             self._hosts[name] = {
                 "provider": str(hv.get("gpufleet_provider", "unknown")),
@@ -92,6 +94,16 @@ class CallbackModule(CallbackBase):
                 "versions": {},
             }
         return self._hosts[name]
+
+    def _inventory_vars(self, host):
+        """The host's inventory variables, group_vars included (host.vars
+        alone misses variables set on groups)."""
+        if self._variable_manager is not None:
+            try:
+                return self._variable_manager.get_vars(host=host)
+            except Exception:  # pylint: disable=broad-except
+                pass  # metadata is best effort; never break the run over it
+        return host.vars or {}
 
     def _collect_versions(self, host, result):
         facts = result.get("ansible_facts") or {}
@@ -113,6 +125,10 @@ class CallbackModule(CallbackBase):
         self._host_meta(host)
         self._collect_versions(host, res)
         if _drift.IGNORE_TAG in (task.tags or ()):
+            return
+        if isinstance(task, Handler):
+            # A handler that would run is a consequence of drift already
+            # recorded on the task that notified it, not a resource.
             return
         state = _drift.classify(task.action, res, outcome)
         if state is None:
@@ -141,6 +157,9 @@ class CallbackModule(CallbackBase):
             self._records[key] = record
 
     # -- events ------------------------------------------------------------
+    def v2_playbook_on_play_start(self, play):
+        self._variable_manager = play.get_variable_manager()
+
     def v2_runner_on_ok(self, result):
         if "results" not in result._result:  # looped tasks are recorded per item
             self._record(result, "ok")

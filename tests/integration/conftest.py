@@ -9,6 +9,8 @@ import uuid
 
 import pytest
 
+from tests.integration.helpers import gpufleet
+
 
 def _unavailable(reason: str):
     # In CI a missing prerequisite is a broken setup, never a silent skip.
@@ -34,3 +36,19 @@ def fresh_node():
         yield name
     finally:
         subprocess.run(["podman", "rm", "-f", "-t", "2", name], check=False, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """A fresh lab fleet (3 nodes) for one test module, removed afterwards."""
+    # Start from fresh nodes, so the first converge really has work to do.
+    gpufleet("lab", "down")
+    up = gpufleet("lab", "up")
+    if up.returncode != 0 and "is missing" in up.stderr:
+        _unavailable(up.stderr)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        yield
+    finally:
+        down = gpufleet("lab", "down")
+        assert down.returncode == 0, down.stderr

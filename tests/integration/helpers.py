@@ -37,3 +37,10 @@ def recap(output: str) -> dict[str, dict[str, int]]:
 
 def node_exec(name: str, *argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(["podman", "exec", name, *argv], capture_output=True, text=True, check=False)
+
+
+def gpufleet(*args: str) -> subprocess.CompletedProcess:
+    """The gpufleet command from the venv that runs these tests."""
+    exe = shutil.which("gpufleet")
+    assert exe, "the gpufleet command is not installed in this environment"
+    return subprocess.run([exe, *args], cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False)

@@ -3,36 +3,14 @@ zero changes, down. This is what `make demo` shows a new user."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 
 import pytest
 
-from tests.integration.helpers import ROOT, ansible_env, recap, run_playbook
+from tests.integration.helpers import ROOT, ansible_env, gpufleet, recap, run_playbook
 
 pytestmark = pytest.mark.lab
-
-
-def gpufleet(*args: str) -> subprocess.CompletedProcess:
-    exe = shutil.which("gpufleet")
-    assert exe, "the gpufleet command is not installed in this environment"
-    return subprocess.run([exe, *args], cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False)
-
-
-@pytest.fixture(scope="module")
-def lab():
-    # Start from fresh nodes, so the first converge really has work to do.
-    gpufleet("lab", "down")
-    up = gpufleet("lab", "up")
-    if up.returncode != 0 and not os.environ.get("CI") and "is missing" in up.stderr:
-        pytest.skip(up.stderr)
-    assert up.returncode == 0, up.stdout + up.stderr
-    try:
-        yield
-    finally:
-        down = gpufleet("lab", "down")
-        assert down.returncode == 0, down.stderr
 
 
 def test_lab_nodes_are_reachable_only_on_loopback(lab):

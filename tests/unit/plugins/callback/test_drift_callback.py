@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ansible.playbook.handler import Handler
 from ansible.plugins.loader import callback_loader
 
 
@@ -119,6 +120,14 @@ def test_unreachable_and_ignored_tags(cb, tmp_path):
     assert [(r["host"], r["state"]) for r in report["records"]] == [("n1", "unreachable")]
     assert report["exit_code"] == 8
     assert "n2" in report["hosts"]
+
+
+def test_handlers_are_not_resources(cb, tmp_path):
+    handler = Handler()
+    handler.name = "Restart chrony"
+    handler.action = "ansible.builtin.systemd_service"
+    cb.v2_runner_on_ok(result(FakeHost("n1"), handler, {"changed": True}))
+    assert finish(cb, tmp_path)["records"] == []
 
 
 def test_versions_are_collected_for_peer_comparison(cb, tmp_path):

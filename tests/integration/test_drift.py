@@ -1,0 +1,112 @@
+"""Fleet drift end to end on the lab: converge, a clean scan, drift made by
+hand on one node found exactly, the HTML report looked at in a real browser,
+--fix, and an unreachable node reported while the others still are."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from tests.integration.helpers import ROOT, gpufleet, node_exec, run_playbook
+
+pytestmark = pytest.mark.lab
+
+BASELINE = "gpufleet.cloud.baseline : "
+# What is broken by hand on lab-node-2, and the resources that must report it.
+EXPECTED_DRIFT = {
+    BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [vm.zone_reclaim_mode]",
+    BASELINE + "Install base packages",
+    BASELINE + "Enable and start chrony",
+    BASELINE + "Configure chrony",
+    BASELINE + "Set memlock and nofile limits for login sessions",
+}
+
+
+def drift(tmp_path, name, *extra):
+    out = tmp_path / name
+    result = gpufleet("drift", "-i", "inventories/lab", "--output-dir", str(out), "--quiet",
+                      "--history", str(tmp_path / "history.jsonl"), *extra)
+    report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
+    return result, report, out
+
+
+def not_in_sync(report):
+    return {(r["host"], r["resource"]) for r in report["records"] if r["state"] != "in-sync"}
+
+
+@pytest.fixture(scope="module")
+def converged(lab):
+    result = run_playbook("site.yml", "-i", "inventories/lab")
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_a_converged_fleet_is_clean(converged, tmp_path):
+    result, report, _ = drift(tmp_path, "clean")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert report["summary"]["in_sync_percent"] == 100.0
+    assert report["summary"]["coverage_percent"] == 100.0
+    assert report["summary"]["states"].get("in-sync", 0) > 0
+    assert set(report["hosts"]) == {"lab-node-1", "lab-node-2", "lab-node-3"}
+
+
+def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
+    node = "gpufleet-lab-2"
+    for argv in (
+        ["sed", "-i", "s/^vm.zone_reclaim_mode=0/vm.zone_reclaim_mode=1/", "/etc/sysctl.d/90-gpufleet-baseline.conf"],
+        ["apt-get", "remove", "-y", "-qq", "jq"],
+        ["systemctl", "stop", "chrony"],
+        ["sh", "-c", "echo 'server 127.0.0.9 iburst' >> /etc/chrony/chrony.conf"],
+        ["chmod", "0666", "/etc/security/limits.d/90-gpufleet-baseline.conf"],
+    ):
+        assert node_exec(node, *argv).returncode == 0, argv
+
+    result, report, out = drift(tmp_path, "drifted")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert not_in_sync(report) == {("lab-node-2", r) for r in EXPECTED_DRIFT}
+    chrony = next(r for r in report["records"]
+                  if r["host"] == "lab-node-2" and r["resource"] == BASELINE + "Configure chrony")
+    assert "127.0.0.9" in json.dumps(chrony["diff"]), "the diff shows the hand-made line"
+    assert "lab-node-2" in result.stdout and "lab-node-1" not in result.stdout.split("\n\n")[0]
+
+    # JUnit: the drifted node's suite has the failures, the others none.
+    junit = (out / "report.xml").read_text()
+    assert 'name="lab-node-2" tests=' in junit and f'failures="{len(EXPECTED_DRIFT)}"' in junit
+
+    # The HTML report, as a person sees it in a browser.
+    browser = shutil.which("chromium")
+    assert browser, "chromium is not installed (tools/podman-setup.sh installs it)"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,900"]
+    page = f"file://{out / 'report.html'}"
+    shot = ROOT / ".cache" / "drift-report.png"
+    subprocess.run([browser, *flags, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
+    assert shot.stat().st_size > 10_000
+    dom = subprocess.run([browser, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    assert "Drifted: lab-node-2</p>" in dom
+    assert ">67%</b>nodes in sync" in dom
+
+    result, _, _ = drift(tmp_path, "fix", "--fix", "--yes")
+    assert result.returncode == 0, result.stdout[-3000:]
+    result, report, _ = drift(tmp_path, "after")
+    assert result.returncode == 0 and not_in_sync(report) == set()
+    # History remembers when the drift was first seen.
+    assert len((tmp_path / "history.jsonl").read_text().splitlines()) == 4
+
+
+def test_an_unreachable_node_is_reported_and_the_others_still_are(converged, tmp_path):
+    _, clean, _ = drift(tmp_path, "before")
+    per_host = {h: sum(1 for r in clean["records"] if r["host"] == h) for h in clean["hosts"]}
+    subprocess.run(["podman", "stop", "-t", "2", "gpufleet-lab-3"], check=True, capture_output=True)
+    try:
+        result, report, _ = drift(tmp_path, "down")
+    finally:
+        subprocess.run(["podman", "start", "gpufleet-lab-3"], check=True, capture_output=True)
+    assert result.returncode & 8, result.stdout
+    assert result.returncode == 8, "only the unreachable bit: nothing drifted or failed"
+    assert report["hosts"]["lab-node-3"]["state"] == "unreachable"
+    for host in ("lab-node-1", "lab-node-2"):
+        records = [r for r in report["records"] if r["host"] == host]
+        assert len(records) == per_host[host] and all(r["state"] == "in-sync" for r in records)

@@ -208,14 +208,30 @@ def split_endpoint(endpoint, default_scheme="https"):
     return match.group(1) or default_scheme, match.group(2)
 
 
-def discover(adapter, regions=None, workers=DEFAULT_WORKERS):
-    """List every region's records in parallel.
+class Result:
+    """What ``discover`` found: ``records`` of the regions that answered,
+    one ``RegionFailure`` per region that did not, and the ``regions`` asked."""
 
-    ``regions`` empty or None means every region the API reports. Returns
-    ``(records, failures)``: the records of the regions that answered,
-    sorted by region and instance id so the output is stable, and one
-    RegionFailure per region that did not.
+    __slots__ = ("records", "failures", "regions")
+
+    def __init__(self, records, failures, regions):
+        self.records = records
+        self.failures = failures
+        self.regions = regions
+
+    @property
+    def complete(self):
+        return not self.failures
+
+
+def discover(adapter, regions=None, workers=DEFAULT_WORKERS):
+    """List every region's records in parallel; returns a Result.
+
+    ``regions`` empty or None means every region the API reports. Records
+    come sorted by region and instance id, so the output is stable.
     """
+    if int(workers) < 1:
+        raise ConfigError("workers", "must be at least 1, got %r" % (workers,))
     regions = list(regions or ())
     if regions:
         adapter.validate_regions(regions)
@@ -226,24 +242,21 @@ def discover(adapter, regions=None, workers=DEFAULT_WORKERS):
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # Broad: without a region list there is nothing to fall back to.
             raise DiscoveryError("could not discover the regions: %s" % adapter.describe_error(exc)) from exc
-    if int(workers) < 1:
-        raise ConfigError("workers", "must be at least 1, got %r" % (workers,))
 
     records = []
     failures = []
-    if not regions:
-        return records, failures
-    # One thread per region up to the bound: the calls wait on the network,
-    # so threads overlap the latency; the bound keeps a 30-region account
-    # from opening 30 connections at once.
-    with ThreadPoolExecutor(max_workers=min(int(workers), len(regions))) as pool:
-        futures = [(region, pool.submit(adapter.list_records, region)) for region in regions]
-        for region, future in futures:
-            try:
-                records.extend(future.result())
-            except Exception as exc:  # pylint: disable=broad-exception-caught
-                # Broad: a region's failure, whatever its kind, must not
-                # take the other regions' hosts down with it.
-                failures.append(RegionFailure(region, adapter.describe_error(exc)))
+    if regions:
+        # One thread per region up to the bound: the calls wait on the
+        # network, so threads overlap the latency; the bound keeps a large
+        # account from opening a connection per region all at once.
+        with ThreadPoolExecutor(max_workers=min(int(workers), len(regions))) as pool:
+            futures = [(region, pool.submit(adapter.list_records, region)) for region in regions]
+            for region, future in futures:
+                try:
+                    records.extend(future.result())
+                except Exception as exc:  # pylint: disable=broad-exception-caught
+                    # Broad: a region's failure, whatever its kind, must not
+                    # take the other regions' hosts down with it.
+                    failures.append(RegionFailure(region, adapter.describe_error(exc)))
     records.sort(key=lambda r: (r["region"], r["instance_id"]))
-    return records, failures
+    return Result(records, failures, regions)

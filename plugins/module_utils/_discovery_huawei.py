@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
@@ -52,6 +53,8 @@ else:
 LIBRARY = "huaweicloudsdkecs"
 PAGE_SIZE = 1000
 DEFAULT_IAM_ENDPOINT = "https://iam.myhuaweicloud.com"
+# The SDK reads this for its own project id lookups; region discovery does too.
+IAM_ENDPOINT_ENV = "HUAWEICLOUD_SDK_IAM_ENDPOINT"
 THROTTLE_CODES = frozenset(("APIGW.0308", "429"))
 
 _CHARGE = {"0": "on_demand", "1": "subscription", "2": "spot"}
@@ -124,7 +127,7 @@ class HuaweiAdapter(Adapter):
         return self.call(builder.build)
 
     def list_regions(self):
-        iam = self.settings.extra.get("iam_endpoint") or DEFAULT_IAM_ENDPOINT
+        iam = self.settings.extra.get("iam_endpoint") or os.environ.get(IAM_ENDPOINT_ENV) or DEFAULT_IAM_ENDPOINT
         client = (IamClient.new_builder()
                   .with_http_config(self._http_config())
                   .with_credentials(self._credentials(GlobalCredentials))

@@ -240,3 +240,29 @@ def matches(record, states=None, tags=None, gpu_only=True):
         if record["tags"][key] not in [str(v) for v in allowed]:
             return False
     return True
+
+
+def check_filters(filters):
+    """(states, tags) from the ``filters`` option, or ValueError naming the
+    part that is wrong. ``states`` is None when no state filter was given."""
+    if filters is None:
+        return None, {}
+    if not isinstance(filters, dict):
+        raise ValueError("filters: expected a mapping with the keys state and tags, got %s" % type(filters).__name__)
+    unknown = sorted(set(filters) - {"state", "tags"})
+    if unknown:
+        raise ValueError("filters: unknown key %s (known: state, tags)" % ", ".join(repr(k) for k in unknown))
+    states = filters.get("state")
+    if states is not None:
+        if isinstance(states, str):
+            states = [states]
+        if not isinstance(states, (list, tuple)):
+            raise ValueError("filters.state: expected a list of states, got %s" % type(states).__name__)
+        bad = [s for s in states if s not in STATES]
+        if bad:
+            raise ValueError("filters.state: %s is not a state (states: %s)" % (", ".join(map(repr, bad)), ", ".join(STATES)))
+        states = tuple(states)
+    tags = filters.get("tags") or {}
+    if not isinstance(tags, dict):
+        raise ValueError("filters.tags: expected a mapping of tag key to value, got %s" % type(tags).__name__)
+    return states, tags

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 name: huawei_ecs
 short_description: GPU instances on Huawei Cloud ECS, with GPU, spot and RDMA data
 version_added: 0.1.0
-author: gpufleet developers
+author: gpufleet developers (@gpufleet)
 description:
   - Lists ECS servers of several regions in parallel through the official SDK
     (huaweicloudsdkecs), with the GPU model, count and memory (the flavor's GPUs and

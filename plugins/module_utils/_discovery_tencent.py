@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Tencent Cloud CVM discovery through the official SDK (tencentcloud-sdk-python-cvm).
 
 Private to gpufleet.cloud; see _discovery.py for the shared flow.

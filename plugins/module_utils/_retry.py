@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Retrying throttled cloud API calls with jittered exponential backoff.
 
 Private to gpufleet.cloud. Every adapter turns its SDK's own retries off

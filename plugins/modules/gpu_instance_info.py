@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright (c) gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: gpu_instance_info
 short_description: List GPU instances on Alibaba Cloud, Tencent Cloud, Huawei Cloud or AWS
 version_added: 0.1.0
-author: gpufleet developers
+author: gpufleet developers (@gpufleet)
 description:
   - Lists the instances of one cloud, in several regions at once, as the same normalised
     records the gpufleet.cloud inventory plugins turn into hosts - GPU model, count and
@@ -25,8 +25,10 @@ requirements:
   - boto3 (provider aws)
 attributes:
   check_mode:
+    description: Can run in check mode and return the same result; it never changes anything.
     support: full
   diff_mode:
+    description: Nothing changes, so there is no diff.
     support: none
 options:
   provider:

@@ -100,7 +100,7 @@ class AwsEmulator(Emulator):
         for (region, zone, itype, charge, state, tags, name), members in groups.items():
             ec2 = self.ec2(region)
             tag_list = [{"Key": k, "Value": v} for k, v in tags]
-            if name and not any(k == "Name" for k, _ in tags):
+            if name and not any(pair[0] == "Name" for pair in tags):
                 tag_list.append({"Key": "Name", "Value": name})
             kwargs = {"ImageId": IMAGE_ID, "InstanceType": itype, "MinCount": len(members),
                       "MaxCount": len(members), "Placement": {"AvailabilityZone": zone}}

@@ -231,7 +231,9 @@ class Emulator:
 
         self._server = ThreadingHTTPServer((LOOPBACK, port), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name=self.name, daemon=True)
+        # A short poll interval makes stop() quick; tests start and stop many.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=self.name, daemon=True)
         self._thread.start()
         return self
 

@@ -1,9 +1,10 @@
 """AWS EC2 emulator: moto's server behind a thin fault-injecting proxy.
 
 moto answers EC2 (instances, GPU instance types with GpuInfo, spot
-instances, regions) with the real response shapes; the proxy in front of
-it adds what moto lacks: injected throttling (EC2's RequestLimitExceeded,
-HTTP 503), a failed region and latency. Both listen on 127.0.0.1. The
+instances) with the real response shapes; the proxy in front of it adds
+what moto lacks: injected throttling (EC2's RequestLimitExceeded, HTTP
+503), a failed region and latency. It answers DescribeRegions itself with
+the seeded regions, as the other emulators do, rather than moto's thirty. Both listen on 127.0.0.1. The
 region of a request is read from its SigV4 credential scope, as moto does.
 
     python -m tests.emulators.aws --port 18083 --seed seed.yml
@@ -130,6 +131,14 @@ class AwsEmulator(Emulator):
         return request.form().get("Action"), match.group(1) if match else None
 
     def answer(self, request, action, region):
+        if action == "DescribeRegions":
+            # The emulated account has the seeded regions, not all of moto's.
+            items = "".join("<item><regionName>%s</regionName><regionEndpoint>ec2.%s.amazonaws.com</regionEndpoint>"
+                            "<optInStatus>opt-in-not-required</optInStatus></item>" % (r, r) for r in self.regions)
+            body = ('<?xml version="1.0" encoding="UTF-8"?>\n<DescribeRegionsResponse '
+                    'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>%s</requestId>'
+                    "<regionInfo>%s</regionInfo></DescribeRegionsResponse>" % (request_id(), items))
+            return Response(200, body.encode(), "text/xml;charset=UTF-8")
         host, port = self.moto_url.rsplit("//", 1)[1].split(":")
         conn = http.client.HTTPConnection(host, int(port), timeout=60)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}

@@ -60,7 +60,7 @@ plugin: gpufleet.cloud.aliyun_ecs
 regions: [cn-hangzhou, cn-beijing]
 filters:
   state: [running]
-
+---
 # Every region, named after the instance name, with the eRDMA hosts in a group of their own
 plugin: gpufleet.cloud.aliyun_ecs
 hostnames: [name, private_ip]

@@ -64,7 +64,7 @@ filters:
   state: [running]
   tags:
     team: ml
-
+---
 # Every region of the account, named after the Name tag, grouped by instance type,
 # cached for an hour
 plugin: gpufleet.cloud.aws_ec2

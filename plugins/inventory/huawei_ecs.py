@@ -68,7 +68,7 @@ plugin: gpufleet.cloud.huawei_ecs
 regions: [cn-north-4, cn-east-3]
 filters:
   state: [running]
-
+---
 # InfiniBand servers in a group of their own
 plugin: gpufleet.cloud.huawei_ecs
 regions: [cn-north-4]

@@ -60,7 +60,7 @@ plugin: gpufleet.cloud.tencent_cvm
 regions: [ap-guangzhou, ap-shanghai]
 filters:
   state: [running]
-
+---
 # Every region, spot instances excluded by a composed group
 plugin: gpufleet.cloud.tencent_cvm
 groups:

@@ -176,11 +176,16 @@ class Adapter:
         return call_with_retry(lambda: function(*args, **kwargs), self.is_throttled, self.settings.policy)
 
     # -- helpers ----------------------------------------------------------
+    def check_endpoint(self):
+        """Raise ConfigError unless the endpoint is a URL or host name."""
+        if self.settings.endpoint:
+            self.endpoint_for("region")
+
     def endpoint_for(self, region):
-        """The configured endpoint with ``{region}`` filled in, or None."""
+        """The configured endpoint for ``region`` as scheme://host[:port], or None."""
         if not self.settings.endpoint:
             return None
-        return self.settings.endpoint.replace("{region}", region)
+        return "%s://%s" % split_endpoint(self.settings.endpoint.replace("{region}", region))
 
     def describe_error(self, exc):
         """One line about ``exc`` that is safe to print.
@@ -235,6 +240,7 @@ def discover(adapter, regions=None, workers=DEFAULT_WORKERS):
     regions = list(regions or ())
     if regions:
         adapter.validate_regions(regions)
+    adapter.check_endpoint()
     adapter.check_credentials()
     if not regions:
         try:

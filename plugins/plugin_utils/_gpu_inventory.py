@@ -24,6 +24,7 @@ import re
 
 from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.module_utils.basic import missing_required_lib
+from ansible.module_utils.parsing.convert_bool import BOOLEANS
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.display import Display
 from ansible.utils.unsafe_proxy import wrap_var
@@ -57,6 +58,7 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
     CREDENTIAL_OPTIONS = ()
     #: Other plugin-specific options the adapter reads (Settings.extra).
     EXTRA_OPTIONS = ()
+    BOOL_OPTIONS = ("strict_regions", "gpu_only", "strict", "cache", "use_extra_vars", "leading_separator")
 
     def adapter_class(self):
         """The module_utils adapter class. Imported on demand, so a cache
@@ -88,11 +90,15 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
     # -- configuration checks ---------------------------------------------
     def _reject_unknown_options(self, config):
         known = set(self._options) | {"plugin"}
-        for key in config:
+        for key, value in config.items():
             if key not in known:
                 close = difflib.get_close_matches(str(key), sorted(known), n=1)
                 hint = " (did you mean '%s'?)" % close[0] if close else ""
                 raise AnsibleParserError("%s: unknown option '%s'%s" % (self.NAME, key, hint))
+            # Ansible reads any unrecognised value of a bool option as
+            # false; "strict_regions: maybe" must not quietly mean "no".
+            if key in self.BOOL_OPTIONS and not (isinstance(value, bool) or str(value).lower() in BOOLEANS):
+                raise AnsibleParserError("%s: option '%s': expected true or false, got %r" % (self.NAME, key, value))
 
     def _hostname_preferences(self):
         preferences = self.get_option("hostnames") or []

@@ -21,7 +21,7 @@ def generate(catalog, regions, count, seed=1, gpu_share=0.9, spot_share=0.2, sto
     (the emulators list exactly one such type) make up 1 - ``gpu_share``.
     """
     rng = random.Random(seed)
-    cpu_types = [t for t in catalog if not _has_gpu(catalog[t], t)]
+    cpu_types = [t for t in catalog if not has_gpu(catalog[t], t)]
     gpu_types = [t for t in catalog if t not in cpu_types]
     instances = []
     for index in range(count):
@@ -43,7 +43,7 @@ def generate(catalog, regions, count, seed=1, gpu_share=0.9, spot_share=0.2, sto
     return instances
 
 
-def _has_gpu(spec, name):
+def has_gpu(spec, name):
     # Each emulator's catalogue says "no GPU" its own way.
     if "count" in spec:
         return bool(spec["count"])

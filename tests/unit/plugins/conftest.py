@@ -139,3 +139,52 @@ def start_emulator():
     yield start
     for emulator in running:
         emulator.stop()
+
+
+PLUGINS = {"aliyun": "aliyun_ecs", "tencent": "tencent_cvm", "huawei": "huawei_ecs", "aws": "aws_ec2"}
+
+
+def plugin_config(cloud, emulator, **options):
+    """An inventory config for ``cloud``'s plugin pointed at ``emulator``."""
+    spec = CLOUDS[cloud]
+    config = {"plugin": "gpufleet.cloud." + PLUGINS[cloud], "endpoint": emulator.url, "regions": spec["regions"]}
+    config.update(spec["credentials"])
+    if spec.get("iam"):
+        config["iam_endpoint"] = emulator.url
+    config.update(options)
+    return config
+
+
+@pytest.fixture
+def run_inventory(tmp_path):
+    """run_inventory(config, cache=True) -> InventoryData, parsed the way
+    ansible-inventory parses a source (then the cache is written back)."""
+    from ansible.inventory.data import InventoryData
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.plugins.loader import inventory_loader
+    import yaml
+
+    def run(config, cache=True, name="test"):
+        short = config["plugin"].rsplit(".", 1)[-1]
+        path = tmp_path / ("%s.%s.yml" % (name, short))
+        path.write_text(yaml.safe_dump(config))
+        plugin = inventory_loader.get(config["plugin"])
+        assert plugin.verify_file(str(path))
+        inventory = InventoryData()
+        plugin.parse(inventory, DataLoader(), str(path), cache=cache)
+        if getattr(plugin, "_cache", None) is not None:
+            plugin.update_cache_if_changed()
+        inventory.reconcile_inventory()
+        return inventory
+
+    return run
+
+
+@pytest.fixture
+def warnings(monkeypatch):
+    """Every warning Ansible's Display is asked to show, in order."""
+    from ansible.utils.display import Display
+
+    shown = []
+    monkeypatch.setattr(Display(), "warning", lambda msg, *args, **kwargs: shown.append(msg))
+    return shown

@@ -62,9 +62,10 @@ options:
       - Where a host's inventory name comes from, in order of preference.
       - Each entry is a record field (V(private_ip), V(public_ip), V(instance_id), V(name))
         or V(tag:KEY) for the value of the tag KEY.
-      - The first entry with a value that no other host of this inventory source already has
-        wins, so two instances with the same private address in different regions both stay
-        listed. An instance with no usable name is left out, with a warning.
+      - The first entry with a value that no other host of the inventory already has wins
+        (hosts of other sources included), so two instances with the same private address in
+        different regions or clouds both stay listed. An instance with no usable name is left
+        out, with a warning.
     type: list
     elements: str
     default: [private_ip, instance_id]

@@ -164,7 +164,10 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
         compose = self.get_option("compose")
         groups = self.get_option("groups")
         keyed_groups = self.get_option("keyed_groups")
-        taken = set()
+        # Names other sources of the same inventory already use count as
+        # taken: two clouds' VPCs can both have a 10.0.0.5, and Ansible
+        # would merge them into one host.
+        taken = set(self.inventory.hosts)
         for record in records:
             if not gr.matches(record, states, tags, gpu_only):
                 continue

@@ -81,6 +81,11 @@ options:
     type: int
     default: 4
 notes:
+  - Regions are queried in parallel. One failing region is left out with a warning instead of
+    failing the inventory, unless O(strict_regions) is set; throttled calls are retried with
+    jittered backoff.
+  - Credentials are never printed. Keep them out of inventory files and let the SDK's own chain
+    find them (environment, profile file, instance role).
   - Every instance becomes a host with these variables, the same on every cloud -
     C(gpufleet_provider), C(gpufleet_region), C(gpufleet_zone), C(gpufleet_instance_id),
     C(gpufleet_instance_type), C(gpufleet_name), C(gpufleet_state), C(gpufleet_private_ip),

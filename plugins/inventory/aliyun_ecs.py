@@ -14,8 +14,6 @@ description:
     (alibabacloud_ecs20140526), with the GPU model, count and memory (GPUSpec, GPUAmount and
     DescribeInstanceTypes), spot and charge type, and RDMA (eRDMA or RoCE), as the same
     C(gpufleet_*) variables the other gpufleet.cloud inventory plugins give.
-  - One failing region is left out with a warning instead of failing the inventory, unless
-    O(strict_regions) is set; throttled calls are retried with jittered backoff.
   - The configuration file name must end with C(aliyun_ecs.yml) or C(aliyun_ecs.yaml).
 requirements:
   - alibabacloud_ecs20140526
@@ -49,9 +47,6 @@ options:
   security_token:
     description: STS token for temporary credentials.
     type: str
-notes:
-  - Credentials are never printed; keep them out of inventory files and let the SDK's chain
-    find them (environment, profile, RAM role).
 """
 
 EXAMPLES = r"""

@@ -14,8 +14,6 @@ description:
     C(amazon.aws.aws_ec2) does not - the GPU model, count and memory (from DescribeInstanceTypes),
     spot and charge type, and EFA - as the same C(gpufleet_*) variables the other gpufleet.cloud
     inventory plugins give.
-  - One failing region is left out with a warning instead of failing the inventory, unless
-    O(strict_regions) is set; throttled calls are retried with jittered backoff.
   - The configuration file name must end with C(aws_ec2.yml) or C(aws_ec2.yaml).
 requirements:
   - boto3
@@ -51,9 +49,6 @@ options:
   profile:
     description: A profile of the shared AWS config files. Unset, boto3 honours C(AWS_PROFILE).
     type: str
-notes:
-  - Credentials are never printed; keep them out of inventory files and let boto3's chain find
-    them (environment, profile, instance role).
 """
 
 EXAMPLES = r"""

@@ -16,8 +16,6 @@ description:
     C(gpufleet_*) variables the other gpufleet.cloud inventory plugins give.
   - Regions are IAM projects; with O(regions) empty they are discovered through IAM
     (huaweicloudsdkiam), and each region's project ID is looked up by the SDK.
-  - One failing region is left out with a warning instead of failing the inventory, unless
-    O(strict_regions) is set; throttled calls are retried with jittered backoff.
   - The configuration file name must end with C(huawei_ecs.yml) or C(huawei_ecs.yaml).
 requirements:
   - huaweicloudsdkecs
@@ -57,9 +55,6 @@ options:
   security_token:
     description: Security token for temporary credentials.
     type: str
-notes:
-  - Credentials are never printed; keep them out of inventory files and let the SDK's chain
-    find them (environment, profile, agency).
 """
 
 EXAMPLES = r"""

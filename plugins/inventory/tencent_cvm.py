@@ -14,8 +14,6 @@ description:
     (tencentcloud-sdk-python-cvm), with the GPU model, count and memory (GPUInfo and
     DescribeInstanceTypeConfigs), spot and charge type, and RDMA (RoCE on HCC instances), as
     the same C(gpufleet_*) variables the other gpufleet.cloud inventory plugins give.
-  - One failing region is left out with a warning instead of failing the inventory, unless
-    O(strict_regions) is set; throttled calls are retried with jittered backoff.
   - The configuration file name must end with C(tencent_cvm.yml) or C(tencent_cvm.yaml).
 requirements:
   - tencentcloud-sdk-python-cvm
@@ -49,9 +47,6 @@ options:
   token:
     description: STS token for temporary credentials.
     type: str
-notes:
-  - Credentials are never printed; keep them out of inventory files and let the SDK's chain
-    find them (environment, profile, CVM role).
 """
 
 EXAMPLES = r"""

@@ -96,8 +96,13 @@ class Adapter:
     #: Shape of a valid region name, and an example for error messages.
     region_pattern = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+$")
     region_example = None
+    #: The SDK's pip name, and the ImportError its import raised (if any).
+    library = None
+    import_error = None
 
     def __init__(self, settings):
+        if self.import_error is not None:
+            raise MissingLibraryError(self.library, self.import_error)
         self.settings = settings
         self._lock = threading.Lock()
         self._types = {}
@@ -116,6 +121,15 @@ class Adapter:
     def check_credentials(self):
         """Resolve credentials once, before fanning out; raise CredentialsError."""
         raise NotImplementedError
+
+    def key_pair(self, key_option, secret_option):
+        """The explicitly set (key, secret), or (None, None) for the SDK's
+        chain. Half a pair is a ConfigError naming the missing half."""
+        key, secret = self.settings.credentials.get(key_option), self.settings.credentials.get(secret_option)
+        if bool(key) != bool(secret):
+            raise ConfigError(secret_option if key else key_option,
+                              "%s and %s must be set together" % (key_option, secret_option))
+        return key, secret
 
     # -- what each cloud provides -----------------------------------------
     def list_regions(self):

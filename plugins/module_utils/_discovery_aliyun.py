@@ -19,13 +19,7 @@ Private to gpufleet.cloud; see _discovery.py for the shared flow.
 from __future__ import annotations
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
-from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import (
-    Adapter,
-    ConfigError,
-    CredentialsError,
-    MissingLibraryError,
-    split_endpoint,
-)
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, CredentialsError, split_endpoint
 from ansible_collections.gpufleet.cloud.plugins.module_utils._pagination import by_token
 
 try:
@@ -34,12 +28,9 @@ try:
     from alibabacloud_ecs20140526 import models as ecs_models
     from alibabacloud_ecs20140526.client import Client as EcsClient
     from alibabacloud_tea_openapi import utils_models as openapi_models
+    HAS_SDK, IMPORT_ERROR = True, None
 except ImportError as exc:
-    HAS_SDK = False
-    IMPORT_ERROR = exc
-else:
-    HAS_SDK = True
-    IMPORT_ERROR = None
+    HAS_SDK, IMPORT_ERROR = False, exc
 
 LIBRARY = "alibabacloud_ecs20140526"
 PAGE_SIZE = 100
@@ -54,21 +45,15 @@ _CHARGE = {"PrePaid": "subscription", "PostPaid": "on_demand"}
 class AliyunAdapter(Adapter):
     provider = "aliyun"
     region_example = "cn-hangzhou"
-
-    def __init__(self, settings):
-        if not HAS_SDK:
-            raise MissingLibraryError(LIBRARY, IMPORT_ERROR)
-        super().__init__(settings)
-        self._credential = None
+    library = LIBRARY
+    import_error = IMPORT_ERROR
+    #: The SDK credential object check_credentials resolved.
+    _credential = None
 
     def check_credentials(self):
-        creds = self.settings.credentials
-        key, secret = creds.get("access_key_id"), creds.get("access_key_secret")
-        if bool(key) != bool(secret):
-            missing = "access_key_secret" if key else "access_key_id"
-            raise ConfigError(missing, "access_key_id and access_key_secret must be set together")
+        key, secret = self.key_pair("access_key_id", "access_key_secret")
         if key:
-            token = creds.get("security_token")
+            token = self.settings.credentials.get("security_token")
             client = CredentialClient(CredentialConfig(
                 type="sts" if token else "access_key",
                 access_key_id=key,

@@ -19,24 +19,16 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
-from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import (
-    Adapter,
-    ConfigError,
-    CredentialsError,
-    MissingLibraryError,
-)
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, ConfigError, CredentialsError
 from ansible_collections.gpufleet.cloud.plugins.module_utils._pagination import by_token
 
 try:
     import boto3
     from botocore.config import Config as BotoConfig
     from botocore.exceptions import ProfileNotFound
+    HAS_SDK, IMPORT_ERROR = True, None
 except ImportError as exc:
-    HAS_SDK = False
-    IMPORT_ERROR = exc
-else:
-    HAS_SDK = True
-    IMPORT_ERROR = None
+    HAS_SDK, IMPORT_ERROR = False, exc
 
 LIBRARY = "boto3"
 PAGE_SIZE = 1000
@@ -61,10 +53,10 @@ class AwsAdapter(Adapter):
     provider = "aws"
     region_pattern = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+$")
     region_example = "us-east-1"
+    library = LIBRARY
+    import_error = IMPORT_ERROR
 
     def __init__(self, settings):
-        if not HAS_SDK:
-            raise MissingLibraryError(LIBRARY, IMPORT_ERROR)
         super().__init__(settings)
         self._session = None
         self._config = BotoConfig(
@@ -76,9 +68,7 @@ class AwsAdapter(Adapter):
 
     def check_credentials(self):
         creds = self.settings.credentials
-        key, secret = creds.get("access_key"), creds.get("secret_key")
-        if bool(key) != bool(secret):
-            raise ConfigError("secret_key" if key else "access_key", "access_key and secret_key must be set together")
+        key, secret = self.key_pair("access_key", "secret_key")
         try:
             # Unset values leave boto3 its default chain: environment,
             # shared config and credentials files, SSO, the instance role.

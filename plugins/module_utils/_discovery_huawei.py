@@ -28,12 +28,7 @@ import os
 import re
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
-from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import (
-    Adapter,
-    ConfigError,
-    CredentialsError,
-    MissingLibraryError,
-)
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, CredentialsError
 from ansible_collections.gpufleet.cloud.plugins.module_utils._pagination import by_page_number
 
 try:
@@ -43,12 +38,9 @@ try:
     from huaweicloudsdkcore.region.region import Region
     from huaweicloudsdkecs.v2 import EcsClient, ListFlavorsRequest, ListServersDetailsRequest
     from huaweicloudsdkiam.v3 import IamClient, KeystoneListAuthProjectsRequest
+    HAS_SDK, IMPORT_ERROR = True, None
 except ImportError as exc:
-    HAS_SDK = False
-    IMPORT_ERROR = exc
-else:
-    HAS_SDK = True
-    IMPORT_ERROR = None
+    HAS_SDK, IMPORT_ERROR = False, exc
 
 LIBRARY = "huaweicloudsdkecs"
 PAGE_SIZE = 1000
@@ -67,10 +59,10 @@ _WORDS = re.compile(r"[a-z0-9]+")
 class HuaweiAdapter(Adapter):
     provider = "huawei"
     region_example = "cn-north-4"
+    library = LIBRARY
+    import_error = IMPORT_ERROR
 
     def __init__(self, settings):
-        if not HAS_SDK:
-            raise MissingLibraryError(LIBRARY, IMPORT_ERROR)
         super().__init__(settings)
         self._keys = None
         # The SDK logs each failed call at ERROR on loggers of its own that
@@ -82,12 +74,9 @@ class HuaweiAdapter(Adapter):
                 logger.addHandler(logging.NullHandler())
 
     def check_credentials(self):
-        creds = self.settings.credentials
-        ak, sk = creds.get("access_key"), creds.get("secret_key")
-        if bool(ak) != bool(sk):
-            raise ConfigError("secret_key" if ak else "access_key", "access_key and secret_key must be set together")
+        ak, sk = self.key_pair("access_key", "secret_key")
         if ak:
-            self._keys = (ak, sk, creds.get("security_token"))
+            self._keys = (ak, sk, self.settings.credentials.get("security_token"))
             return
         try:
             # The SDK's default chain: HUAWEICLOUD_SDK_AK/SK, the

@@ -18,13 +18,7 @@ Private to gpufleet.cloud; see _discovery.py for the shared flow.
 from __future__ import annotations
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
-from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import (
-    Adapter,
-    ConfigError,
-    CredentialsError,
-    MissingLibraryError,
-    split_endpoint,
-)
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, CredentialsError, split_endpoint
 from ansible_collections.gpufleet.cloud.plugins.module_utils._pagination import by_offset
 
 try:
@@ -32,12 +26,9 @@ try:
     from tencentcloud.common.profile.client_profile import ClientProfile
     from tencentcloud.common.profile.http_profile import HttpProfile
     from tencentcloud.cvm.v20170312 import cvm_client, models as cvm_models
+    HAS_SDK, IMPORT_ERROR = True, None
 except ImportError as exc:
-    HAS_SDK = False
-    IMPORT_ERROR = exc
-else:
-    HAS_SDK = True
-    IMPORT_ERROR = None
+    HAS_SDK, IMPORT_ERROR = False, exc
 
 LIBRARY = "tencentcloud-sdk-python-cvm"
 PAGE_SIZE = 100
@@ -61,21 +52,15 @@ def family_of(instance_type):
 class TencentAdapter(Adapter):
     provider = "tencent"
     region_example = "ap-guangzhou"
-
-    def __init__(self, settings):
-        if not HAS_SDK:
-            raise MissingLibraryError(LIBRARY, IMPORT_ERROR)
-        super().__init__(settings)
-        self._credential = None
+    library = LIBRARY
+    import_error = IMPORT_ERROR
+    #: The SDK credential object check_credentials resolved.
+    _credential = None
 
     def check_credentials(self):
-        creds = self.settings.credentials
-        secret_id, secret_key = creds.get("secret_id"), creds.get("secret_key")
-        if bool(secret_id) != bool(secret_key):
-            missing = "secret_key" if secret_id else "secret_id"
-            raise ConfigError(missing, "secret_id and secret_key must be set together")
+        secret_id, secret_key = self.key_pair("secret_id", "secret_key")
         if secret_id:
-            self._credential = Credential(secret_id, secret_key, creds.get("token"))
+            self._credential = Credential(secret_id, secret_key, self.settings.credentials.get("token"))
             return
         try:
             # The SDK's default chain: TENCENTCLOUD_SECRET_ID/KEY, the

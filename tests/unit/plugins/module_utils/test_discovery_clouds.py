@@ -156,9 +156,8 @@ def test_a_region_of_another_shape_is_refused(cloud):
 
 
 def test_a_missing_sdk_names_the_library(cloud, monkeypatch):
-    module = ADAPTER_MODULES[cloud]
-    monkeypatch.setattr(module, "HAS_SDK", False)
-    monkeypatch.setattr(module, "IMPORT_ERROR", ImportError("No module named sdk"))
+    monkeypatch.setattr(ADAPTERS[cloud], "import_error", ImportError("No module named sdk"))
     with pytest.raises(MissingLibraryError) as info:
         adapter_for(cloud, None)
-    assert info.value.library == module.LIBRARY
+    assert info.value.library == ADAPTER_MODULES[cloud].LIBRARY
+    assert ADAPTER_MODULES[cloud].HAS_SDK

@@ -105,7 +105,6 @@ class Adapter:
             raise MissingLibraryError(self.library, self.import_error)
         self.settings = settings
         self._lock = threading.Lock()
-        self._types = {}
 
     # -- checks made before any network call ------------------------------
     def validate_regions(self, regions):
@@ -165,24 +164,22 @@ class Adapter:
     def list_records(self, region):
         """Every instance of ``region`` as a record, page by page.
 
-        Each page's unseen instance types are looked up before the page is
-        normalised; the answers are kept for the whole run, so a type seen
-        in ten regions costs one lookup, not ten.
+        Each page's instance types not seen before in this region are
+        looked up before the page is normalised. The lookups are per region
+        on purpose: what a region sells is the region's, and a region's
+        calls then never depend on how fast the other regions were.
         """
         client = self.client(region)
+        types = {}
         records = []
         for page in self.pages(client, region):
-            wanted = {self.instance_type_of(raw) for raw in page}
+            wanted = {self.instance_type_of(raw) for raw in page} - set(types)
             wanted.discard(None)
-            with self._lock:
-                wanted.difference_update(self._types)
             if wanted:
                 found = self.lookup_types(client, region, sorted(wanted))
-                with self._lock:
-                    for name in wanted:
-                        # None marks "asked, unknown", so it is not asked again.
-                        self._types.setdefault(name, found.get(name))
-            records.extend(self.record(region, raw, self._types.get(self.instance_type_of(raw))) for raw in page)
+                # None marks "asked, unknown", so it is not asked again.
+                types.update((name, found.get(name)) for name in wanted)
+            records.extend(self.record(region, raw, types.get(self.instance_type_of(raw))) for raw in page)
         return records
 
     def call(self, function, *args, **kwargs):

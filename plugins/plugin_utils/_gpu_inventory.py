@@ -179,8 +179,7 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
                 continue
             taken.add(host)
             self.inventory.add_host(host)
-            # API data is never trusted as a template (a tag value could be one).
-            hostvars = {"gpufleet_" + key: value for key, value in wrap_var(record).items()}
+            hostvars = {"gpufleet_" + key: value for key, value in self._unsafe(record).items()}
             for key, value in hostvars.items():
                 self.inventory.set_variable(host, key, value)
             for group in self._fixed_groups(record):
@@ -189,6 +188,18 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
             self._set_composite_vars(compose, hostvars, host, strict=strict)
             self._add_host_to_composed_groups(groups, hostvars, host, strict=strict)
             self._add_host_to_keyed_groups(keyed_groups, hostvars, host, strict=strict)
+
+    def _unsafe(self, record):
+        """The record with every string marked unsafe: API data (a tag value,
+        say) must never be templated.
+
+        ansible-core 2.19 and later do this themselves for every variable an
+        untrusted plugin sets (trusted_by_default false); wrapping first
+        would only do the same work twice. Older cores need wrap_var.
+        """
+        if getattr(self, "trusted_by_default", None) is False:
+            return record
+        return wrap_var(record)
 
     @staticmethod
     def _hostname(record, preferences, taken):

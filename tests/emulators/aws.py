@@ -84,7 +84,9 @@ class AwsEmulator(Emulator):
         return boto3.client("ec2", region_name=region, endpoint_url=self.moto_url,
                             aws_access_key_id="testing", aws_secret_access_key="testing")
 
-    def seed(self, instances, regions=None):
+    def seed(self, instances, regions=None, reservation_size=None):
+        """Seed through moto. Identical instances share a RunInstances call
+        (one reservation), at most ``reservation_size`` of them."""
         specs = []
         for index, spec in enumerate(instances):
             spec = self.complete(dict(spec, instance_id=None, name=spec.get("name")), index)
@@ -98,8 +100,13 @@ class AwsEmulator(Emulator):
             key = (spec["region"], spec["zone"], spec["instance_type"], spec["charge"], spec["state"],
                    tuple(sorted(spec["tags"].items())), spec["name"])
             groups[key].append(spec)
-        for (region, zone, itype, charge, state, tags, name), members in groups.items():
-            ec2 = self.ec2(region)
+        batches = []
+        for key, members in groups.items():
+            size = reservation_size or len(members)
+            batches.extend((key, members[i:i + size]) for i in range(0, len(members), size))
+        clients = {}
+        for (region, zone, itype, charge, state, tags, name), members in batches:
+            ec2 = clients.get(region) or clients.setdefault(region, self.ec2(region))
             tag_list = [{"Key": k, "Value": v} for k, v in tags]
             if name and not any(pair[0] == "Name" for pair in tags):
                 tag_list.append({"Key": "Name", "Value": name})

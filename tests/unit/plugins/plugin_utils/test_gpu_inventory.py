@@ -217,3 +217,23 @@ def test_missing_credentials_say_how_to_provide_them(aliyun, run_inventory):
     with pytest.raises(AnsibleError, match="no Alibaba Cloud credentials: set the access_key_id and access_key_secret"):
         run_inventory(config)
     assert aliyun.calls == []
+
+
+def test_cores_without_their_own_trust_handling_get_wrapped_values(monkeypatch):
+    from ansible.plugins.loader import inventory_loader
+
+    from ansible_collections.gpufleet.cloud.plugins.module_utils._gpu_record import make_record
+    from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _gpu_inventory
+
+    wrapped = []
+    monkeypatch.setattr(_gpu_inventory, "wrap_var", lambda value: wrapped.append(value) or value)
+    plugin = inventory_loader.get("gpufleet.cloud.aliyun_ecs")
+    record = make_record("aliyun", "cn-hangzhou", "i-1")
+    # ansible-core 2.19+: the inventory itself untrusts what this plugin sets.
+    assert plugin.trusted_by_default is False
+    plugin._unsafe(record)  # pylint: disable=protected-access
+    assert wrapped == []
+    # Older cores have no trusted_by_default: the plugin wraps the values.
+    monkeypatch.setattr(plugin, "trusted_by_default", None)
+    plugin._unsafe(record)  # pylint: disable=protected-access
+    assert wrapped == [record]

@@ -76,7 +76,8 @@ def aws_fleet(regions, count, seed):
                     "charge": "spot" if block % 5 == 0 else "on_demand",
                     "state": "stopped" if block % 20 == 19 else "running",
                     "tags": {"team": rng.choice(fleet.TEAMS), "env": rng.choice(fleet.ENVIRONMENTS)}}
-            instances.extend(dict(spec) for _ in range(min(RESERVATION, per_region - start)))
+            # The emulator copies each spec as it seeds, so one dict serves a reservation.
+            instances.extend([spec] * min(RESERVATION, per_region - start))
     return instances
 
 
@@ -278,7 +279,7 @@ def _amazon_version():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m bench.inventory", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.inventory", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--cases", default="latency,volume,cache,four-clouds",
                         help="comma-separated subset of latency,volume,cache,four-clouds")
     parser.add_argument("--scale", type=float, default=1.0,

@@ -26,8 +26,9 @@ pytestmark = pytest.mark.inventory
 MULTICLOUD = ROOT / "inventories" / "multicloud"
 EMULATORS = {"aliyun": AliyunEmulator, "tencent": TencentEmulator, "huawei": HuaweiEmulator, "aws": AwsEmulator}
 FILES = {"aliyun": "aliyun_ecs.yml", "tencent": "tencent_cvm.yml", "huawei": "huawei_ecs.yml", "aws": "aws_ec2.yml"}
-RECORD_VARS = {"gpufleet_" + k for k in ("provider", "region", "zone", "instance_id", "instance_type", "name", "state",
-                                        "private_ip", "public_ip", "gpu", "spot", "charge_type", "tags", "rdma")}
+RECORD_VARS = {"gpufleet_" + k for k in (
+    "provider", "region", "zone", "instance_id", "instance_type", "name", "state",
+    "private_ip", "public_ip", "gpu", "spot", "charge_type", "tags", "rdma")}
 
 
 def regions_of(cloud):

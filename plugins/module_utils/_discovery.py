@@ -248,7 +248,10 @@ def discover(adapter, regions=None, workers=DEFAULT_WORKERS):
     """
     if int(workers) < 1:
         raise ConfigError("workers", "must be at least 1, got %r" % (workers,))
-    regions = list(regions or ())
+    # Plain strings: region names from a config file arrive as tagged
+    # (trusted, with their origin) string subclasses, which would follow
+    # into every record, its cache entry and its host variables.
+    regions = [str(r) if isinstance(r, str) else r for r in regions or ()]
     if regions:
         adapter.validate_regions(regions)
     adapter.check_endpoint()

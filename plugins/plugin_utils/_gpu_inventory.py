@@ -41,7 +41,7 @@ from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import (
 display = Display()
 
 # Record fields a hostname can come from (the scalar ones).
-HOSTNAME_FIELDS = ("private_ip", "public_ip", "instance_id", "name", "zone", "instance_type")
+HOSTNAME_FIELDS = ("private_ip", "public_ip", "instance_id", "name")
 _GROUP_UNSAFE = re.compile(r"[^a-z0-9_]")
 
 

@@ -10,10 +10,25 @@ HTTP 400 "Throttling.User" as ECS sends it.
 
 Run as a process (for the lab, or by hand):
 
-    python -m tests.emulators.aliyun --port 18080 --seed seed.yml
+    python -m tests.emulators.aliyun --port 18080 --seed seed.yml [--port-file F]
 
-Seed format: see tests/emulators/_server.py. Point the plugin at it with
-``endpoint: http://127.0.0.1:18080`` and any access key pair.
+A seed file (YAML or JSON; the full format is in tests/emulators/_server.py):
+
+    regions: [cn-hangzhou]
+    instances:
+      - region: cn-hangzhou
+        instance_type: ecs.gn7i-c8g1.2xlarge   # a key of CATALOG below
+        instance_id: i-lab1                    # default: generated
+        name: lab-node-1
+        private_ip: 127.0.0.11
+        state: running                         # pending | running | stopping | stopped
+        charge: on_demand                      # on_demand | subscription | spot
+        tags: {role: lab, ssh_port: "2201"}
+
+Point the plugin at it with ``endpoint: http://127.0.0.1:18080`` and any
+access key pair (ALIBABA_CLOUD_ACCESS_KEY_ID / _SECRET); ``hostnames``,
+``compose`` (``ansible_port: gpufleet_tags.ssh_port | int``) and the other
+options work as against the real API.
 """
 
 from __future__ import annotations

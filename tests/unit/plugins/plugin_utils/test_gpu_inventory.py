@@ -237,3 +237,13 @@ def test_cores_without_their_own_trust_handling_get_wrapped_values(monkeypatch):
     monkeypatch.setattr(plugin, "trusted_by_default", None)
     plugin._unsafe(record)  # pylint: disable=protected-access
     assert wrapped == [record]
+
+
+def test_records_carry_plain_strings_into_the_cache(aliyun, run_inventory, tmp_path):
+    # Region names come from the config file as tagged, trusted strings;
+    # records (and so the cache and host variables) must hold plain ones.
+    config = cached(aliyun, tmp_path)
+    run_inventory(config)
+    entry = next((tmp_path / "cache").iterdir()).read_text()
+    assert "cn-hangzhou" in entry
+    assert "TrustedAsTemplate" not in entry and "__ansible_type" not in entry

@@ -1,7 +1,7 @@
 # gpufleet: every entry point a developer or CI needs.
 #   make demo   bring the lab fleet up, bootstrap it with site.yml, show that a
 #               second run changes nothing
-#   make test   every test: unit, lint, sanity, Molecule, lab
+#   make test   every test: unit, lint, sanity, Molecule, lab, inventory
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -21,9 +21,10 @@ timed = start=$$(date +%s); if $(2); then rc=0; else rc=$$?; fi; echo "$(1) $$((
 .PHONY: help
 help:
 	@echo "make demo      lab fleet up, site.yml twice (second run: 0 changed)"
-	@echo "make test      unit, lint, sanity, molecule and lab tests"
+	@echo "make test      unit, lint, sanity, molecule, lab and inventory tests"
 	@echo "make deps      venv, collections, podman settings and base images"
-	@echo "make unit | lint | sanity | molecule | lab-test"
+	@echo "make unit | lint | sanity | molecule | lab-test | inventory-test"
+	@echo "make bench-inventory   inventory benchmark (not part of make test)"
 	@echo "make molecule SCENARIO=baseline   one role's scenario"
 	@echo "make lab-down  remove the lab fleet"
 
@@ -65,10 +66,10 @@ lab-down: venv
 	$(BIN)/gpufleet lab down
 
 # ---- tests ---------------------------------------------------------------
-.PHONY: test unit lint sanity molecule lab-test
+.PHONY: test unit lint sanity molecule lab-test inventory-test
 test: deps
 	@: > $(TIMES)
-	@$(MAKE) --no-print-directory unit lint sanity molecule lab-test
+	@$(MAKE) --no-print-directory unit lint sanity molecule lab-test inventory-test
 	@echo "== stage times =="; cat $(TIMES)
 
 unit: venv collections
@@ -86,6 +87,16 @@ molecule: venv collections images
 
 lab-test: venv collections images
 	@$(call timed,lab-test,$(BIN)/pytest tests/integration -q -p no:cacheprovider -m lab)
+
+# ansible-inventory against the four cloud emulators (moto and loopback
+# servers); needs no podman.
+inventory-test: venv collections
+	@$(call timed,inventory-test,$(BIN)/pytest tests/integration -q -p no:cacheprovider -m inventory)
+
+# ---- benchmarks (never part of make test) ------------------------------
+.PHONY: bench-inventory
+bench-inventory: venv collections
+	$(BIN)/python -m bench.inventory
 
 # Re-resolve every Python dependency and pin the result.
 .PHONY: lock

@@ -1,0 +1,282 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What every cloud adapter shares, and the parallel walk over regions.
+
+Private to gpufleet.cloud. An adapter (``_discovery_<cloud>.py``) knows one
+cloud's SDK: how to make a client for a region, how to page through its
+instances, which error codes mean "throttled", and how to turn one raw
+instance into a record (``_gpu_record``). This module holds the rest, so
+the inventory plugins and the gpu_instance_info module discover the same
+way:
+
+- ``discover`` queries regions in parallel with a bounded thread pool and
+  keeps going when one region fails, reporting which one and why;
+- errors that are the user's to fix (``ConfigError``, ``CredentialsError``,
+  ``MissingLibraryError``) name the option to change.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible_collections.gpufleet.cloud.plugins.module_utils._retry import RetryPolicy, call_with_retry
+
+DEFAULT_WORKERS = 16
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_RETRIES = 4
+# Messages from SDKs can be long (stack-like detail, recommendation URLs);
+# a warning line stays readable.
+MAX_ERROR_LENGTH = 400
+
+
+class DiscoveryError(Exception):
+    """Discovery cannot go on; the message says why."""
+
+
+class ConfigError(DiscoveryError):
+    """A configuration value is wrong. ``option`` is its name."""
+
+    def __init__(self, option, message):
+        super().__init__("option '%s': %s" % (option, message))
+        self.option = option
+
+
+class CredentialsError(DiscoveryError):
+    """The SDK's credential chain found nothing usable."""
+
+
+class MissingLibraryError(DiscoveryError):
+    """The cloud's SDK is not installed. ``library`` is its pip name."""
+
+    def __init__(self, library, import_error):
+        super().__init__("the Python library %s is required: %s" % (library, import_error))
+        self.library = library
+        self.import_error = import_error
+
+
+class RegionFailure:
+    """One region that could not be listed, and the reason."""
+
+    __slots__ = ("region", "error")
+
+    def __init__(self, region, error):
+        self.region = region
+        self.error = error
+
+    def __repr__(self):
+        return "RegionFailure(%r, %r)" % (self.region, self.error)
+
+
+class Settings:
+    """Everything an adapter needs from the user's configuration.
+
+    ``credentials`` holds only what the user set explicitly; whatever is
+    missing comes from the SDK's own chain (environment, profile file,
+    instance role). ``endpoint`` may contain ``{region}``.
+    """
+
+    def __init__(self, endpoint=None, timeout=DEFAULT_TIMEOUT, retries=DEFAULT_RETRIES,
+                 credentials=None, extra=None, policy=None, page_size=None):
+        self.endpoint = endpoint or None
+        # None: each API's own maximum. Smaller pages are for tests.
+        self.page_size = page_size
+        self.timeout = float(timeout)
+        self.credentials = {k: v for k, v in (credentials or {}).items() if v not in (None, "")}
+        self.extra = dict(extra or {})
+        self.policy = policy or RetryPolicy(attempts=int(retries) + 1)
+
+
+class Adapter:
+    """Base of the four cloud adapters; see the module docstring."""
+
+    provider = None
+    #: Shape of a valid region name, and an example for error messages.
+    region_pattern = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+$")
+    region_example = None
+    #: The SDK's pip name, and the ImportError its import raised (if any).
+    library = None
+    import_error = None
+
+    def __init__(self, settings):
+        if self.import_error is not None:
+            raise MissingLibraryError(self.library, self.import_error)
+        self.settings = settings
+        self._lock = threading.Lock()
+
+    # -- checks made before any network call ------------------------------
+    def validate_regions(self, regions):
+        """Raise ConfigError unless every name in ``regions`` looks like a region."""
+        for region in regions:
+            if not isinstance(region, str) or not self.region_pattern.match(region):
+                raise ConfigError(
+                    "regions",
+                    "%r is not a valid %s region name (expected a name like %s)"
+                    % (region, self.provider, self.region_example),
+                )
+
+    def check_credentials(self):
+        """Resolve credentials once, before fanning out; raise CredentialsError."""
+        raise NotImplementedError
+
+    def key_pair(self, key_option, secret_option):
+        """The explicitly set (key, secret), or (None, None) for the SDK's
+        chain. Half a pair is a ConfigError naming the missing half."""
+        key, secret = self.settings.credentials.get(key_option), self.settings.credentials.get(secret_option)
+        if bool(key) != bool(secret):
+            raise ConfigError(secret_option if key else key_option,
+                              "%s and %s must be set together" % (key_option, secret_option))
+        return key, secret
+
+    # -- what each cloud provides -----------------------------------------
+    def list_regions(self):
+        """The regions this account can use, discovered through the API."""
+        raise NotImplementedError
+
+    def client(self, region):
+        """An SDK client for ``region`` (endpoint, timeout, credentials set)."""
+        raise NotImplementedError
+
+    def pages(self, client, region):
+        """The region's raw instances, one list per API page."""
+        raise NotImplementedError
+
+    def instance_type_of(self, raw):
+        """The instance type (flavor) name of a raw instance, or None when
+        the instance itself carries all the GPU data a record needs."""
+        raise NotImplementedError
+
+    def lookup_types(self, client, region, names):
+        """{name: type info} for the instance types ``names``, from the API."""
+        raise NotImplementedError
+
+    def record(self, region, raw, type_info):
+        """One raw instance as a record; ``type_info`` may be None."""
+        raise NotImplementedError
+
+    def is_throttled(self, exc):
+        """Whether ``exc`` is this cloud's way of saying "slow down"."""
+        raise NotImplementedError
+
+    # -- shared flow ------------------------------------------------------
+    def list_records(self, region):
+        """Every instance of ``region`` as a record, page by page.
+
+        Each page's instance types not seen before in this region are
+        looked up before the page is normalised. The lookups are per region
+        on purpose: what a region sells is the region's, and a region's
+        calls then never depend on how fast the other regions were.
+        """
+        client = self.client(region)
+        types = {}
+        records = []
+        for page in self.pages(client, region):
+            wanted = {self.instance_type_of(raw) for raw in page} - set(types)
+            wanted.discard(None)
+            if wanted:
+                found = self.lookup_types(client, region, sorted(wanted))
+                # None marks "asked, unknown", so it is not asked again.
+                types.update((name, found.get(name)) for name in wanted)
+            records.extend(self.record(region, raw, types.get(self.instance_type_of(raw))) for raw in page)
+        return records
+
+    def call(self, function, *args, **kwargs):
+        """One API call, retried with backoff while it is throttled."""
+        return call_with_retry(lambda: function(*args, **kwargs), self.is_throttled, self.settings.policy)
+
+    # -- helpers ----------------------------------------------------------
+    def check_endpoint(self):
+        """Raise ConfigError unless the endpoint is a URL or host name."""
+        if self.settings.endpoint:
+            self.endpoint_for("region")
+
+    def endpoint_for(self, region):
+        """The configured endpoint for ``region`` as scheme://host[:port], or None."""
+        if not self.settings.endpoint:
+            return None
+        return "%s://%s" % split_endpoint(self.settings.endpoint.replace("{region}", region))
+
+    def describe_error(self, exc):
+        """One line about ``exc`` that is safe to print.
+
+        SDK messages should never contain secrets, but a credential given
+        explicitly is masked anyway, in case one ends up echoed in an error.
+        """
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        for secret in self.secret_values():
+            text = text.replace(secret, "********")
+        if len(text) > MAX_ERROR_LENGTH:
+            text = text[:MAX_ERROR_LENGTH] + "..."
+        return "%s: %s" % (type(exc).__name__, text)
+
+    def secret_values(self):
+        """Explicitly configured credential values (never printed)."""
+        return [v for k, v in self.settings.credentials.items() if k != "profile" and isinstance(v, str) and len(v) > 3]
+
+
+def split_endpoint(endpoint, default_scheme="https"):
+    """(scheme, host[:port]) of an endpoint given as a URL or a bare host."""
+    match = re.match(r"^(?:(https?)://)?([^/]+)/?$", endpoint or "")
+    if not match:
+        raise ConfigError("endpoint", "%r is not a URL like https://host[:port] or a host name" % (endpoint,))
+    return match.group(1) or default_scheme, match.group(2)
+
+
+class Result:
+    """What ``discover`` found: ``records`` of the regions that answered,
+    one ``RegionFailure`` per region that did not, and the ``regions`` asked."""
+
+    __slots__ = ("records", "failures", "regions")
+
+    def __init__(self, records, failures, regions):
+        self.records = records
+        self.failures = failures
+        self.regions = regions
+
+    @property
+    def complete(self):
+        return not self.failures
+
+
+def discover(adapter, regions=None, workers=DEFAULT_WORKERS):
+    """List every region's records in parallel; returns a Result.
+
+    ``regions`` empty or None means every region the API reports. Records
+    come sorted by region and instance id, so the output is stable.
+    """
+    if int(workers) < 1:
+        raise ConfigError("workers", "must be at least 1, got %r" % (workers,))
+    # Plain strings: region names from a config file arrive as tagged
+    # (trusted, with their origin) string subclasses, which would follow
+    # into every record, its cache entry and its host variables.
+    regions = [str(r) if isinstance(r, str) else r for r in regions or ()]
+    if regions:
+        adapter.validate_regions(regions)
+    adapter.check_endpoint()
+    adapter.check_credentials()
+    if not regions:
+        try:
+            regions = sorted(set(adapter.list_regions()))
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            # Broad: without a region list there is nothing to fall back to.
+            raise DiscoveryError("could not discover the regions: %s" % adapter.describe_error(exc)) from exc
+
+    records = []
+    failures = []
+    if regions:
+        # One thread per region up to the bound: the calls wait on the
+        # network, so threads overlap the latency; the bound keeps a large
+        # account from opening a connection per region all at once.
+        with ThreadPoolExecutor(max_workers=min(int(workers), len(regions))) as pool:
+            futures = [(region, pool.submit(adapter.list_records, region)) for region in regions]
+            for region, future in futures:
+                try:
+                    records.extend(future.result())
+                except Exception as exc:  # pylint: disable=broad-exception-caught
+                    # Broad: a region's failure, whatever its kind, must not
+                    # take the other regions' hosts down with it.
+                    failures.append(RegionFailure(region, adapter.describe_error(exc)))
+    records.sort(key=lambda r: (r["region"], r["instance_id"]))
+    return Result(records, failures, regions)

@@ -1,0 +1,164 @@
+"""Huawei Cloud ECS (and the bit of IAM it needs) emulator: answers the
+official SDKs (huaweicloudsdkecs, huaweicloudsdkiam) on 127.0.0.1.
+
+Each region is an IAM project with its own id, as on Huawei Cloud; the
+project id in the ECS path tells the emulator the region.
+
+- IAM: GET /v3/auth/domains, GET /v3/auth/projects (the account's regions),
+  GET /v3/projects?name=REGION (the SDK's project id lookup).
+- ECS: GET /v1/{project_id}/cloudservers/detail (``offset`` is a page
+  number from 1, ``limit`` at most 1000) and GET /v1/{project_id}/cloudservers/flavors.
+- Errors: {"error": {"code", "message"}} with an HTTP error status;
+  throttling is HTTP 429 with the API gateway's {"error_code": "APIGW.0308"}.
+
+    python -m tests.emulators.huawei --port 18082 --seed seed.yml
+
+Point the plugin at it with ``endpoint`` and ``iam_endpoint`` both set to
+the emulator's URL. Seed format: see tests/emulators/_server.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import uuid
+
+from tests.emulators._server import Emulator, Response, main, request_id
+
+# flavor -> what the server's flavor and ListFlavors report. p1 is an old
+# flavor whose servers carry no GPU list: its GPU comes from the PCI alias.
+CATALOG = {
+    "s6.large.2": {"gpus": [], "alias": None, "features": ""},
+    "pi2.2xlarge.4": {"gpus": [("NVIDIA-T4", 1, 16384)], "alias": "nvidia-t4:1", "features": ""},
+    "p1.2xlarge.8": {"gpus": None, "alias": "nvidia-p100:1", "features": ""},
+    "p2v.2xlarge.8": {"gpus": [("NVIDIA-V100", 1, 16384)], "alias": "nvidia-v100:1", "features": ""},
+    "p3.2xlarge.8": {"gpus": [("NVIDIA-A100-80G", 1, 81920)], "alias": "nvidia-a100:1", "features": ""},
+    "p3.16xlarge.8": {"gpus": [("NVIDIA-A100-80G", 8, 81920)], "alias": "nvidia-a100:8", "features": "ib,nvlink"},
+    "pi5e.4xlarge.4": {"gpus": [("NVIDIA-L40S", 2, 49152)], "alias": "nvidia-l40s:2", "features": "roce"},
+}
+
+_STATES = {"pending": "BUILD", "running": "ACTIVE", "stopped": "SHUTOFF", "rebooting": "REBOOT",
+           "error": "ERROR", "terminating": "SOFT_DELETED", "terminated": "DELETED"}
+_CHARGE = {"on_demand": "0", "subscription": "1", "spot": "2"}
+MAX_LIMIT = 1000
+DOMAIN_ID = "0" * 24 + "d0ma1n00"
+_ECS_PATH = re.compile(r"^/v1/([0-9a-f]{32})/cloudservers/(detail|flavors)$")
+
+
+def project_id(region):
+    """A stable 32-hex project id per region, as IAM hands out."""
+    return hashlib.md5(region.encode()).hexdigest()
+
+
+class HuaweiEmulator(Emulator):
+    name = "huawei"
+    CATALOG = CATALOG
+
+    def new_instance_id(self):
+        return str(uuid.uuid4())
+
+    def route(self, request):
+        match = _ECS_PATH.match(request.path)
+        if match:
+            action = "ListServersDetails" if match.group(2) == "detail" else "ListFlavors"
+            region = next((r for r in self.regions if project_id(r) == match.group(1)), match.group(1))
+            return action, region
+        actions = {"/v3/auth/domains": "KeystoneListAuthDomains", "/v3/auth/projects": "KeystoneListAuthProjects",
+                   "/v3/projects": "KeystoneListProjects"}
+        return actions.get(request.path, request.path), None
+
+    def answer(self, request, action, region):
+        if action == "KeystoneListAuthDomains":
+            return Response(200, {"domains": [{"id": DOMAIN_ID, "name": "gpufleet", "enabled": True,
+                                               "links": {"self": "/v3/domains/" + DOMAIN_ID}}]})
+        if action in ("KeystoneListAuthProjects", "KeystoneListProjects"):
+            names = [request.query["name"]] if request.query.get("name") else ["MOS"] + self.regions
+            return Response(200, {"projects": [_project(n) for n in names if n == "MOS" or n in self.regions],
+                                  "links": {"self": request.path}})
+        if region not in self.regions:
+            return _error(404, "Ecs.0114", "The project does not exist.")
+        if action == "ListFlavors":
+            return Response(200, {"flavors": [_flavor(name) for name in sorted(CATALOG)]})
+        if action == "ListServersDetails":
+            limit = int(request.query.get("limit") or 25)
+            page = max(int(request.query.get("offset") or 1), 1)
+            if not 1 <= limit <= MAX_LIMIT:
+                return _error(400, "Ecs.0005", "Invalid limit: must be between 1 and 1000.")
+            everything = self.instances.get(region, [])
+            start = (page - 1) * limit
+            return Response(200, {"count": len(everything),
+                                  "servers": [_server(s) for s in everything[start:start + limit]]})
+        return _error(404, "APIGW.0101", "The API does not exist or has not been published in the environment.")
+
+    def throttled(self, action, region):
+        return Response(429, {"error_code": "APIGW.0308", "request_id": request_id(),
+                              "error_msg": "The throttling threshold has been reached: policy user over ratelimit"})
+
+    def unavailable(self, action, region):
+        return _error(503, "Ecs.0000", "The ECS service is temporarily unavailable in this region.")
+
+
+def _error(status, code, message):
+    return Response(status, {"error": {"code": code, "message": message}})
+
+
+def _project(name):
+    pid = project_id(name)
+    return {"id": pid, "name": name, "domain_id": DOMAIN_ID, "enabled": True, "is_domain": False,
+            "parent_id": DOMAIN_ID, "description": "", "links": {"self": "/v3/projects/" + pid}}
+
+
+def _gpus(name):
+    gpus = CATALOG[name]["gpus"]
+    return None if gpus is None else [{"name": n, "count": c, "memory_mb": m} for n, c, m in gpus]
+
+
+def _flavor(name):
+    spec = CATALOG[name]
+    extra = {"ecs:performancetype": "gpu" if spec["alias"] else "normal", "resource_type": "IOoptimized"}
+    gpus = _gpus(name)
+    if gpus:
+        extra["info:gpus"] = json.dumps(gpus)
+    if spec["alias"]:
+        extra["pci_passthrough:alias"] = spec["alias"]
+        extra["pci_passthrough:enable_gpu"] = "true"
+    if spec["features"]:
+        extra["info:features"] = spec["features"]
+    return {"id": name, "name": name, "vcpus": "8", "ram": 65536, "disk": "0", "swap": "",
+            "OS-FLV-EXT-DATA:ephemeral": 0, "OS-FLV-DISABLED:disabled": False, "rxtx_factor": 1,
+            "os-flavor-access:is_public": True, "links": [], "os_extra_specs": extra}
+
+
+def _server(inst):
+    addresses = [{"version": "4", "addr": inst["private_ip"], "OS-EXT-IPS:type": "fixed",
+                  "OS-EXT-IPS-MAC:mac_addr": "fa:16:3e:00:00:01", "OS-EXT-IPS:port_id": str(uuid.uuid4())}]
+    if inst["public_ip"]:
+        addresses.append({"version": "4", "addr": inst["public_ip"], "OS-EXT-IPS:type": "floating",
+                          "OS-EXT-IPS-MAC:mac_addr": "fa:16:3e:00:00:01", "OS-EXT-IPS:port_id": str(uuid.uuid4())})
+    flavor = {"id": inst["instance_type"], "name": inst["instance_type"], "disk": "0", "vcpus": "8", "ram": "65536"}
+    gpus = _gpus(inst["instance_type"])
+    if gpus is not None:
+        flavor["gpus"] = gpus
+    return {
+        "id": inst["instance_id"],
+        "name": inst["name"],
+        "status": _STATES[inst["state"]],
+        "flavor": flavor,
+        "addresses": {"vpc-emulated": addresses},
+        "OS-EXT-AZ:availability_zone": inst["zone"],
+        "OS-EXT-STS:vm_state": "active",
+        "metadata": {"charging_mode": _CHARGE[inst["charge"]], "vpc_id": "vpc-emulated", "os_type": "Linux"},
+        "tags": ["%s=%s" % (k, v) for k, v in inst["tags"].items()],
+        "tenant_id": project_id(inst["region"]),
+        "user_id": "emulated",
+        "created": "2026-11-01T08:00:00Z",
+        "updated": "2026-11-01T08:00:00Z",
+        "image": {"id": "emulated-image"},
+        "security_groups": [],
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main(HuaweiEmulator))

@@ -1,0 +1,55 @@
+"""The four plugins: each one lists its cloud's emulator into the same
+variables and groups; each documents the options it reads."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from ansible.plugins.loader import inventory_loader
+
+from ansible_collections.gpufleet.cloud.plugins.module_utils._gpu_record import RECORD_KEYS
+from tests.emulators import fleet
+from tests.unit.plugins.conftest import CLOUDS, PLUGINS, plugin_config
+
+pytestmark = pytest.mark.parametrize("cloud", sorted(CLOUDS))
+
+
+def test_the_plugin_lists_its_cloud_with_the_shared_variables_and_groups(cloud, start_emulator, run_inventory):
+    emulator = start_emulator(cloud, count=12, stopped_share=0.0)
+    seeded = [i for region in emulator.instances.values() for i in region]
+    gpu_ids = {i["instance_id"] for i in seeded if i["instance_type"] in _gpu_types(cloud, emulator)}
+    inventory = run_inventory(plugin_config(cloud, emulator, hostnames=["instance_id"]))
+    listed = {h.name for h in inventory.groups["all"].get_hosts()}
+    assert listed == gpu_ids
+    assert {h.name for h in inventory.groups["cloud_" + cloud].get_hosts()} == gpu_ids
+    for name in listed:
+        variables = inventory.get_host(name).get_vars()
+        assert {k for k in variables if k.startswith("gpufleet_")} == {"gpufleet_" + k for k in RECORD_KEYS}
+        model = variables["gpufleet_gpu"]["model"]
+        assert inventory.get_host(name) in inventory.groups["gpu_" + model.lower()].get_hosts()
+        assert ("spot" in inventory.groups and inventory.get_host(name) in inventory.groups["spot"].get_hosts()) \
+            is variables["gpufleet_spot"]
+
+
+def test_only_its_own_config_files_are_claimed(cloud, tmp_path):
+    plugin = inventory_loader.get("gpufleet.cloud." + PLUGINS[cloud])
+    for name, claimed in (("prod.%s.yml" % PLUGINS[cloud], True), ("%s.yaml" % PLUGINS[cloud], True),
+                          ("prod.yml", False), ("%s.json" % PLUGINS[cloud], False)):
+        path = tmp_path / name
+        path.write_text("plugin: gpufleet.cloud.%s\n" % PLUGINS[cloud])
+        assert plugin.verify_file(str(path)) is claimed, name
+
+
+def test_every_option_read_is_documented(cloud):
+    plugin = inventory_loader.get("gpufleet.cloud." + PLUGINS[cloud])
+    module = __import__(type(plugin).__module__, fromlist=["DOCUMENTATION"])
+    options = yaml.safe_load(module.DOCUMENTATION)["options"]
+    read = set(plugin.CREDENTIAL_OPTIONS) | set(plugin.EXTRA_OPTIONS) | {"plugin", "endpoint"}
+    assert read <= set(options)
+    assert set(CLOUDS[cloud]["credentials"]) <= set(plugin.CREDENTIAL_OPTIONS)
+    examples = list(yaml.safe_load_all(module.EXAMPLES))
+    assert examples and all(e["plugin"] == "gpufleet.cloud." + PLUGINS[cloud] for e in examples)
+
+
+def _gpu_types(cloud, emulator):
+    return {t for t in emulator.CATALOG if fleet.has_gpu(emulator.CATALOG[t], t)}

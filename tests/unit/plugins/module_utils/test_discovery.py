@@ -1,0 +1,131 @@
+"""The shared discovery flow, with a fake adapter: parallel regions,
+isolation of a failing region, region discovery, safe error text."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ansible_collections.gpufleet.cloud.plugins.module_utils import _discovery as d
+from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
+
+
+class FakeAdapter(d.Adapter):
+    provider = "aws"
+    region_example = "us-east-1"
+
+    def __init__(self, regions, failing=(), barrier=None, secret="s3cr3t-value"):
+        super().__init__(d.Settings(credentials={"access_key": "AKIAFAKE", "secret_key": secret}))
+        self.regions = regions
+        self.failing = set(failing)
+        self.barrier = barrier
+        self.active = 0
+        self.most_active = 0
+        self.credential_checks = 0
+
+    def check_credentials(self):
+        self.credential_checks += 1
+
+    def list_regions(self):
+        return self.regions
+
+    def list_records(self, region):
+        with self._lock:
+            self.active += 1
+            self.most_active = max(self.most_active, self.active)
+        try:
+            if self.barrier:
+                # Every worker must arrive here before any leaves: proof
+                # that the regions really run at the same time.
+                self.barrier.wait(timeout=10)
+            if region in self.failing:
+                raise RuntimeError("region %s is down (key s3cr3t-value)" % region)
+            return [gr.make_record("aws", region, "i-%s-%d" % (region, n)) for n in (2, 1)]
+        finally:
+            with self._lock:
+                self.active -= 1
+
+
+REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "ap-south-1"]
+
+
+def test_regions_run_in_parallel_up_to_the_worker_bound():
+    adapter = FakeAdapter(REGIONS, barrier=threading.Barrier(4))
+    result = d.discover(adapter, REGIONS, workers=4)
+    assert adapter.most_active == 4
+    assert len(result.records) == 8 and result.complete
+
+    bounded = FakeAdapter(REGIONS * 2)
+    d.discover(bounded, [], workers=2)
+    assert bounded.most_active <= 2
+
+
+def test_a_failing_region_leaves_the_others_listed():
+    adapter = FakeAdapter(REGIONS, failing={"eu-west-1"})
+    result = d.discover(adapter, REGIONS)
+    assert [f.region for f in result.failures] == ["eu-west-1"]
+    assert "region eu-west-1 is down" in result.failures[0].error
+    assert {r["region"] for r in result.records} == set(REGIONS) - {"eu-west-1"}
+    assert not result.complete
+
+
+def test_errors_never_show_a_configured_secret():
+    adapter = FakeAdapter(REGIONS, failing={"us-east-1"})
+    error = d.discover(adapter, ["us-east-1"]).failures[0].error
+    assert "s3cr3t-value" not in error and "********" in error
+
+
+def test_empty_regions_are_discovered():
+    adapter = FakeAdapter(["us-west-2", "us-east-1"])
+    result = d.discover(adapter, [])
+    assert result.regions == ["us-east-1", "us-west-2"]
+    # Sorted output: by region, then instance id.
+    assert [r["instance_id"] for r in result.records] == [
+        "i-us-east-1-1", "i-us-east-1-2", "i-us-west-2-1", "i-us-west-2-2"]
+
+
+def test_credentials_are_checked_once_before_any_region():
+    adapter = FakeAdapter(REGIONS)
+    d.discover(adapter, REGIONS)
+    assert adapter.credential_checks == 1
+
+
+@pytest.mark.parametrize("regions", [["us_east_1"], ["US-EAST-1"], ["east"], [""], [42]])
+def test_bad_region_names_name_the_option(regions):
+    with pytest.raises(d.ConfigError, match="option 'regions'.*expected a name like us-east-1") as info:
+        d.discover(FakeAdapter(REGIONS), regions)
+    assert info.value.option == "regions"
+
+
+def test_workers_must_be_positive():
+    with pytest.raises(d.ConfigError, match="option 'workers'"):
+        d.discover(FakeAdapter(REGIONS), REGIONS, workers=0)
+
+
+def test_a_region_list_failure_is_a_discovery_error():
+    class NoRegions(FakeAdapter):
+        def list_regions(self):
+            raise RuntimeError("DescribeRegions denied")
+    with pytest.raises(d.DiscoveryError, match="could not discover the regions.*DescribeRegions denied"):
+        d.discover(NoRegions(REGIONS), [])
+
+
+@pytest.mark.parametrize("endpoint, parts", [
+    ("http://127.0.0.1:8080", ("http", "127.0.0.1:8080")),
+    ("ecs.cn-hangzhou.aliyuncs.com", ("https", "ecs.cn-hangzhou.aliyuncs.com")),
+    ("https://ecs-vpc.cn-beijing.aliyuncs.com/", ("https", "ecs-vpc.cn-beijing.aliyuncs.com")),
+])
+def test_endpoints_are_split_into_scheme_and_host(endpoint, parts):
+    assert d.split_endpoint(endpoint) == parts
+
+
+def test_an_endpoint_with_a_path_is_refused():
+    with pytest.raises(d.ConfigError, match="option 'endpoint'"):
+        d.split_endpoint("http://127.0.0.1:8080/some/path")
+
+
+def test_region_placeholder_in_the_endpoint():
+    adapter = FakeAdapter(REGIONS)
+    adapter.settings.endpoint = "https://ec2.{region}.example.internal"
+    assert adapter.endpoint_for("eu-west-1") == "https://ec2.eu-west-1.example.internal"

@@ -1,0 +1,51 @@
+"""Alibaba Cloud: one DescribeInstances instance model to a record."""
+
+from __future__ import annotations
+
+from alibabacloud_ecs20140526 import models
+
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery_aliyun import record_from_instance
+
+Instance = models.DescribeInstancesResponseBodyInstancesInstance
+
+
+def instance(**fields):
+    base = {"InstanceId": "i-1", "InstanceType": "ecs.gn7i-c8g1.2xlarge", "Status": "Running", "ZoneId": "cn-hangzhou-h",
+            "GPUSpec": "NVIDIA A10", "GPUAmount": 1, "InstanceChargeType": "PostPaid", "SpotStrategy": "NoSpot"}
+    base.update(fields)
+    return Instance().from_map(base)
+
+
+def test_vpc_instance_with_type_data():
+    record = record_from_instance("cn-hangzhou", instance(
+        VpcAttributes={"PrivateIpAddress": {"IpAddress": ["172.16.0.5"]}},
+        PublicIpAddress={"IpAddress": ["47.1.2.3"]},
+        Tags={"Tag": [{"TagKey": "team", "TagValue": "ml"}, {"TagKey": "empty"}]},
+        InstanceName="trainer-1",
+    ), {"memory_mib": 24576, "erdma": True})
+    assert record["gpu"] == {"model": "A10", "count": 1, "memory_mib": 24576}
+    assert (record["private_ip"], record["public_ip"], record["name"]) == ("172.16.0.5", "47.1.2.3", "trainer-1")
+    assert record["tags"] == {"team": "ml", "empty": ""}
+    assert record["rdma"] == "erdma" and record["charge_type"] == "on_demand" and not record["spot"]
+
+
+def test_classic_network_and_eip_addresses():
+    record = record_from_instance("cn-hangzhou", instance(
+        InnerIpAddress={"IpAddress": ["10.1.1.1"]}, EipAddress={"IpAddress": "39.9.9.9"}))
+    assert (record["private_ip"], record["public_ip"]) == ("10.1.1.1", "39.9.9.9")
+
+
+def test_spot_subscription_and_rdma_addresses():
+    spot = record_from_instance("cn-hangzhou", instance(SpotStrategy="SpotWithPriceLimit"))
+    assert spot["spot"] and spot["charge_type"] == "spot"
+    prepaid = record_from_instance("cn-hangzhou", instance(InstanceChargeType="PrePaid"))
+    assert prepaid["charge_type"] == "subscription"
+    scc = record_from_instance("cn-hangzhou", instance(RdmaIpAddress={"IpAddress": ["192.168.0.5"]}),
+                               {"erdma": True})
+    assert scc["rdma"] == "roce"
+
+
+def test_cpu_instance_has_no_gpu():
+    record = record_from_instance("cn-hangzhou", instance(GPUSpec="", GPUAmount=0, Status="Stopped"))
+    assert record["gpu"] == {"model": None, "count": 0, "memory_mib": None}
+    assert record["state"] == "stopped"

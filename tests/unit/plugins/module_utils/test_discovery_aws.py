@@ -1,0 +1,39 @@
+"""AWS: one DescribeInstances instance and its DescribeInstanceTypes entry
+to a record."""
+
+from __future__ import annotations
+
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery_aws import record_from_instance, type_info
+
+P5 = {"InstanceType": "p5.48xlarge", "NetworkInfo": {"EfaSupported": True},
+      "GpuInfo": {"Gpus": [{"Name": "H100", "Manufacturer": "NVIDIA", "Count": 8, "MemoryInfo": {"SizeInMiB": 81920}}]}}
+
+
+def instance(**fields):
+    base = {"InstanceId": "i-1", "InstanceType": "p5.48xlarge", "State": {"Name": "running"},
+            "Placement": {"AvailabilityZone": "us-east-1a", "Tenancy": "default"},
+            "PrivateIpAddress": "10.0.0.5", "Tags": [{"Key": "Name", "Value": "trainer-1"}]}
+    base.update(fields)
+    return base
+
+
+def test_gpu_and_efa_come_from_the_instance_type():
+    assert type_info(P5) == {"model": "H100", "count": 8, "memory_mib": 81920, "rdma": "efa"}
+    assert type_info({"InstanceType": "c5n.18xlarge", "NetworkInfo": {"EfaSupported": True}}) == {"rdma": "efa"}
+    record = record_from_instance("us-east-1", instance(), type_info(P5))
+    assert record["gpu"] == {"model": "H100", "count": 8, "memory_mib": 81920}
+    assert record["name"] == "trainer-1" and record["rdma"] == "efa" and record["zone"] == "us-east-1a"
+
+
+def test_lifecycle_and_tenancy_set_the_charge_type():
+    assert record_from_instance("us-east-1", instance(InstanceLifecycle="spot"))["charge_type"] == "spot"
+    block = record_from_instance("us-east-1", instance(InstanceLifecycle="capacity-block"))
+    assert block["charge_type"] == "subscription"
+    host = record_from_instance("us-east-1", instance(Placement={"AvailabilityZone": "us-east-1a", "Tenancy": "host"}))
+    assert host["charge_type"] == "dedicated_host"
+    assert record_from_instance("us-east-1", instance())["charge_type"] == "on_demand"
+
+
+def test_an_unknown_type_leaves_the_gpu_empty():
+    record = record_from_instance("us-east-1", instance(State={"Name": "shutting-down"}, Tags=None), None)
+    assert record["gpu"]["count"] == 0 and record["state"] == "terminating" and record["name"] is None

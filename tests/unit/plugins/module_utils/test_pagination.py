@@ -1,0 +1,59 @@
+"""The three paging schemes, page by page."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpufleet.cloud.plugins.module_utils import _pagination as pg
+
+ITEMS = list(range(23))
+
+
+def test_token_paging_follows_next_token_across_pages():
+    asked = []
+
+    def fetch(token):
+        asked.append(token)
+        start = int(token or 0)
+        end = start + 10
+        return ITEMS[start:end], str(end) if end < len(ITEMS) else ""
+    pages = list(pg.by_token(fetch))
+    assert [len(p) for p in pages] == [10, 10, 3]
+    assert sum(pages, []) == ITEMS
+    assert asked == [None, "10", "20"]
+
+
+def test_a_repeated_token_stops_an_endless_listing():
+    with pytest.raises(pg.PaginationError, match="twice"):
+        list(pg.by_token(lambda token: ([1], "same")))
+
+
+def test_offset_paging_counts_items():
+    asked = []
+
+    def fetch(offset, limit):
+        asked.append((offset, limit))
+        return ITEMS[offset:offset + limit], len(ITEMS)
+    assert sum(pg.by_offset(fetch, 10), []) == ITEMS
+    assert asked == [(0, 10), (10, 10), (20, 10)]
+
+
+def test_offset_paging_stops_at_total_count_on_a_full_last_page():
+    asked = []
+
+    def fetch(offset, limit):
+        asked.append(offset)
+        return ITEMS[offset:offset + limit], 20
+    assert len(sum(pg.by_offset(fetch, 10), [])) == 20
+    assert asked == [0, 10]
+
+
+def test_page_number_paging_counts_pages_from_one():
+    asked = []
+
+    def fetch(page, limit):
+        asked.append(page)
+        start = (page - 1) * limit
+        return ITEMS[start:start + limit], None
+    assert sum(pg.by_page_number(fetch, 10), []) == ITEMS
+    assert asked == [1, 2, 3]

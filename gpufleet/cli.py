@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "drift":
         return drift_command.run(project_root(), args)
     if args.command == "lab":
-        lab = Lab(lab_dir())
+        lab = Lab(lab_dir(), root=project_root())
         try:
             if args.action == "up":
                 lab.up(count=args.nodes, debian=args.debian)
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                     print("lab: no nodes")
                 for r in rows:
                     print(f"{r['name']:<18} {r['endpoint']:<18} {r['state']:<10} ssh {r['ssh']}")
-        except (PodmanError, TimeoutError, ValueError) as exc:
+        except (PodmanError, TimeoutError, ValueError, RuntimeError) as exc:
             print(f"gpufleet lab {args.action}: {exc}", file=sys.stderr)
             return 1
     return 0

@@ -11,7 +11,7 @@ import json
 import time
 from pathlib import Path
 
-from . import _nodes, _ssh
+from . import _emulator, _nodes, _ssh
 from ._nodes import Node
 from ._podman import Podman, PodmanError
 
@@ -31,9 +31,12 @@ chmod 0440 /etc/sudoers.d/gpufleet-lab
 
 
 class Lab:
-    def __init__(self, lab_dir: Path, podman: Podman | None = None):
+    def __init__(self, lab_dir: Path, podman: Podman | None = None, root: Path | None = None,
+                 emulator=_emulator):
         self.dir = Path(lab_dir)
         self.podman = podman or Podman()
+        self.root = Path(root) if root else self.dir.parent
+        self.emulator = emulator
 
     @property
     def state_file(self) -> Path:
@@ -74,10 +77,12 @@ class Lab:
             lines.append(_ssh.known_hosts_line(n, host_key))
             _ssh.wait_for_banner(n, timeout=boot_timeout)
         self.known_hosts.write_text("\n".join(lines) + "\n")
+        self.emulator.start(self.dir, self.root, nodes)
         self.state_file.write_text(
             json.dumps({"image": image, "user": LAB_USER, "nodes": [vars(n) for n in nodes]}, indent=2) + "\n"
         )
-        log(f"lab up: {len(nodes)} node(s), key {self.dir / 'id_ed25519'}")
+        log(f"lab up: {len(nodes)} node(s), key {self.dir / 'id_ed25519'}, "
+            f"Alibaba Cloud emulator on 127.0.0.1:{_emulator.PORT}")
         return nodes
 
     def _wait_booted(self, n: Node, timeout: float) -> None:
@@ -97,6 +102,7 @@ class Lab:
         for name in names:
             log(f"removing {name}")
             self.podman.remove(name)
+        self.emulator.stop(self.dir)
         for f in (self.known_hosts, self.state_file):
             f.unlink(missing_ok=True)
         log(f"lab down: removed {len(names)} node(s)")

@@ -3,6 +3,7 @@ zero changes, down. This is what `make demo` shows a new user."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -28,6 +29,21 @@ def test_lab_nodes_are_reachable_only_on_loopback(lab):
     assert "0.0.0.0" not in ports, ports
     for endpoint in ("127.0.0.11:2201->22/tcp", "127.0.0.12:2202->22/tcp", "127.0.0.13:2203->22/tcp"):
         assert endpoint in ports, ports
+
+
+def test_the_lab_is_discovered_through_the_aliyun_plugin(lab):
+    graph = subprocess.run(
+        [shutil.which("ansible-inventory"), "-i", "inventories/lab", "--list"],
+        cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=True,
+    )
+    data = json.loads(graph.stdout)
+    nodes = ["lab-node-1", "lab-node-2", "lab-node-3"]
+    for group in ("cloud_aliyun", "region_cn_hangzhou", "gpu_a10", "lab"):
+        assert sorted(data[group]["hosts"]) == nodes, group
+    hv = data["_meta"]["hostvars"]["lab-node-2"]
+    assert (hv["ansible_host"], hv["ansible_port"]) == ("127.0.0.12", 2202)
+    assert hv["gpufleet_provider"] == "aliyun" and hv["gpufleet_gpu"]["model"] == "A10"
+    assert hv["gpufleet_private_ip"] == "127.0.0.12"
 
 
 def test_site_converges_then_changes_nothing(lab):

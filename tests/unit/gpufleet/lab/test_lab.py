@@ -44,10 +44,22 @@ class FakePodman(Podman):
         return subprocess.CompletedProcess(argv, 0, out, "")
 
 
+class FakeEmulator:
+    def __init__(self):
+        self.seeded = None
+        self.stopped = 0
+
+    def start(self, lab_dir, root, nodes):
+        self.seeded = [n.name for n in nodes]
+
+    def stop(self, lab_dir):
+        self.stopped += 1
+
+
 @pytest.fixture
 def lab(tmp_path, monkeypatch):
     monkeypatch.setattr(_ssh, "wait_for_banner", lambda node, timeout: None)
-    return Lab(tmp_path / "lab", podman=FakePodman())
+    return Lab(tmp_path / "lab", podman=FakePodman(), root=tmp_path, emulator=FakeEmulator())
 
 
 def test_up_starts_missing_nodes_and_writes_known_hosts(lab):
@@ -63,6 +75,7 @@ def test_up_starts_missing_nodes_and_writes_known_hosts(lab):
     ]
     state = json.loads(lab.state_file.read_text())
     assert [n["address"] for n in state["nodes"]] == ["127.0.0.11", "127.0.0.12"]
+    assert lab.emulator.seeded == ["gpufleet-lab-1", "gpufleet-lab-2"]
 
 
 def test_up_again_creates_nothing_and_restarts_stopped_nodes(lab):
@@ -100,3 +113,4 @@ def test_down_removes_every_node_and_the_state(lab):
     assert not lab.known_hosts.exists()
     assert not lab.state_file.exists()
     assert (lab.dir / "id_ed25519").exists(), "the key survives, so it stays stable across labs"
+    assert lab.emulator.stopped == 1

@@ -1,0 +1,51 @@
+"""The lab's Alibaba Cloud emulator: its seed, and a real start and stop."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpufleet.lab import _emulator, _nodes
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+def test_seed_lists_each_node_as_a_running_gpu_instance_at_its_loopback_address():
+    data = _emulator.seed(_nodes.plan(2))
+    assert data["regions"] == ["cn-hangzhou"]
+    first = data["instances"][0]
+    assert first["private_ip"] == "127.0.0.11" and first["name"] == "lab-node-1"
+    assert first["tags"] == {"gpufleet-lab": "true", "ssh_port": "2201"}
+    assert first["instance_type"] == "ecs.gn7i-c8g1.2xlarge"
+    assert len({i["instance_id"] for i in data["instances"]}) == 2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_start_serves_the_seed_and_stop_ends_the_process(tmp_path):
+    port = free_port()
+    _emulator.start(tmp_path, ROOT, _nodes.plan(1), port=port)
+    try:
+        assert yaml.safe_load((tmp_path / "aliyun-seed.yml").read_text())["instances"][0]["name"] == "lab-node-1"
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            pass
+    finally:
+        assert _emulator.stop(tmp_path) is True
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    assert _emulator.stop(tmp_path) is False, "stopping twice is harmless"
+
+
+def test_start_refuses_a_port_that_is_taken(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        with pytest.raises(RuntimeError, match="is taken by another process"):
+            _emulator.start(tmp_path, ROOT, _nodes.plan(1), port=busy.getsockname()[1])

@@ -25,6 +25,7 @@ help:
 	@echo "make deps      venv, collections, podman settings and base images"
 	@echo "make unit | lint | sanity | molecule | lab-test"
 	@echo "make molecule SCENARIO=baseline   one role's scenario"
+	@echo "make gpu       GPU stack on this machine (needs an NVIDIA GPU)"
 	@echo "make lab-down  remove the lab fleet"
 
 # ---- dependencies --------------------------------------------------------
@@ -65,7 +66,7 @@ lab-down: venv
 	$(BIN)/gpufleet lab down
 
 # ---- tests ---------------------------------------------------------------
-.PHONY: test unit lint sanity molecule lab-test
+.PHONY: test unit lint sanity molecule lab-test gpu
 test: deps
 	@: > $(TIMES)
 	@$(MAKE) --no-print-directory unit lint sanity molecule lab-test
@@ -86,6 +87,11 @@ molecule: venv collections images
 
 lab-test: venv collections images
 	@$(call timed,lab-test,$(BIN)/pytest tests/integration -q -p no:cacheprovider -m lab)
+
+# Only on a machine with an NVIDIA GPU: converges this machine with the GPU
+# roles (it installs a driver and may reboot) and runs the gpu-marked tests.
+gpu: venv collections
+	@$(call timed,gpu,$(BIN)/molecule test -s gpu)
 
 # Re-resolve every Python dependency and pin the result.
 .PHONY: lock

@@ -124,10 +124,43 @@ def nvidia_pin_mismatches(names, version, packages):
     the pinned version can replace them."""
     mismatched = []
     for name in names:
-        versions = [entry.get("version", "") for entry in (packages or {}).get(name, [])]
+        versions = []
+        for entry in (packages or {}).get(name, []):
+            # rpm reports version and release apart; the pin may span both
+            # (NCCL's 2.27.7-1+cuda13.0 is version 2.27.7, release 1+cuda13.0).
+            versions.append(entry.get("version", ""))
+            if entry.get("release"):
+                versions.append("%s-%s" % (entry["version"], entry["release"]))
         if versions and not any(fnmatch.fnmatchcase(v, str(version)) for v in versions):
             mismatched.append(name)
     return mismatched
+
+
+def cuda_packages(toolkit, source, platform, default_components, table):
+    """The packages of one CUDA toolkit entry ({version, components}).
+
+    NVIDIA's repository names packages by component and version
+    (cuda-nvcc-12-4, libcublas-12-4); Debian has one toolkit per release
+    and a fixed list of packages per component."""
+    version = str(toolkit.get("version", ""))
+    parts = version.split(".")
+    if len(parts) < 2:
+        raise AnsibleFilterError("cuda_packages: version %r is not X.Y" % version)
+    components = toolkit.get("components") or default_components or []
+    if source == "distro":
+        offered = (table.get("distro") or {}).get(platform) or {}
+        unknown = [c for c in components if c not in offered]
+        if unknown:
+            raise AnsibleFilterError("cuda_packages: %s has no CUDA components %s" % (platform, ", ".join(unknown)))
+        return [package for component in components for package in offered[component]]
+    repo = table.get("cuda_repo") or {}
+    packages = []
+    for component in components:
+        pattern = repo.get("library_pattern") if component.startswith("lib") else repo.get("pattern")
+        packages.append(
+            str(pattern).replace("{component}", component).replace("{major}", parts[0]).replace("{minor}", parts[1])
+        )
+    return packages
 
 
 def nccl_busbw_threshold(gpu_name, table, fallback=0):
@@ -150,5 +183,6 @@ class FilterModule:
             "nvidia_reboot_needed": nvidia_reboot_needed,
             "nvidia_dkms_unbuilt": nvidia_dkms_unbuilt,
             "nvidia_pin_mismatches": nvidia_pin_mismatches,
+            "cuda_packages": cuda_packages,
             "nccl_busbw_threshold": nccl_busbw_threshold,
         }

@@ -143,6 +143,12 @@ def test_pin_mismatches_are_installed_packages_at_another_version():
     assert f.nvidia_pin_mismatches(["nvidia-kernel-dkms"], "535.309.01*", PACKAGES) == []
 
 
+def test_pin_mismatches_read_rpm_release_too():
+    packages = {"libnccl": [{"name": "libnccl", "version": "2.27.7", "release": "1+cuda13.0"}]}
+    assert f.nvidia_pin_mismatches(["libnccl"], "2.27.7-1+cuda13.0", packages) == []
+    assert f.nvidia_pin_mismatches(["libnccl"], "2.27.7-1+cuda12.9", packages) == ["libnccl"]
+
+
 BUSBW = {r"H100.*(HBM3|SXM)": 360, r"H200": 360, r"H100": 40, r"A100-SXM": 180}
 
 
@@ -169,5 +175,43 @@ def test_every_filter_is_exported():
         "nvidia_reboot_needed",
         "nvidia_dkms_unbuilt",
         "nvidia_pin_mismatches",
+        "cuda_packages",
         "nccl_busbw_threshold",
     }
+
+
+CUDA_TABLE = {
+    "cuda_repo": {"pattern": "cuda-{component}-{major}-{minor}", "library_pattern": "{component}-{major}-{minor}"},
+    "distro": {
+        "debian13": {"toolkit": ["nvidia-cuda-toolkit"], "cudart": ["libcudart12"], "cublas": ["libcublas12"]},
+    },
+}
+
+
+def test_cuda_packages_from_nvidias_repository_are_named_by_version():
+    toolkit = {"version": "12.4", "components": ["toolkit", "cudart", "libcublas"]}
+    assert f.cuda_packages(toolkit, "cuda_repo", "debian12", ["toolkit"], CUDA_TABLE) == [
+        "cuda-toolkit-12-4",
+        "cuda-cudart-12-4",
+        "libcublas-12-4",
+    ]
+    # No components: the role's default set.
+    assert f.cuda_packages({"version": "13.0"}, "mirror", "rhel9", ["toolkit"], CUDA_TABLE) == ["cuda-toolkit-13-0"]
+
+
+def test_cuda_packages_from_debian_come_from_the_platform_table():
+    toolkit = {"version": "12.4", "components": ["cudart", "cublas"]}
+    assert f.cuda_packages(toolkit, "distro", "debian13", [], CUDA_TABLE) == ["libcudart12", "libcublas12"]
+
+
+@pytest.mark.parametrize(
+    "toolkit, platform, message",
+    [
+        ({"version": "12.4", "components": ["nsight"]}, "debian13", "debian13 has no CUDA components nsight"),
+        ({"version": "12.4", "components": ["cudart"]}, "debian12", "debian12 has no CUDA components cudart"),
+        ({"version": "12"}, "debian13", "is not X.Y"),
+    ],
+)
+def test_cuda_packages_refuses_what_the_source_does_not_have(toolkit, platform, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        f.cuda_packages(toolkit, "distro", platform, ["toolkit"], CUDA_TABLE)

@@ -143,6 +143,19 @@ def test_pin_mismatches_are_installed_packages_at_another_version():
     assert f.nvidia_pin_mismatches(["nvidia-kernel-dkms"], "535.309.01*", PACKAGES) == []
 
 
+def test_fabric_manager_left_at_another_version_is_replaced():
+    # The pain point: nvidia-fabricmanager upgraded (or not) apart from the
+    # driver refuses to start ("fabric manager version mismatch"). It is in
+    # the driver's pinned set, so its hold is released and it is reinstalled
+    # at the driver's version with the rest.
+    packages = {
+        "cuda-drivers-550": [{"version": "550.163.01-1"}],
+        "nvidia-fabricmanager-550": [{"version": "550.90.07-1"}],
+    }
+    names = ["cuda-drivers-550", "nvidia-fabricmanager-550"]
+    assert f.nvidia_pin_mismatches(names, "550.163.01*", packages) == ["nvidia-fabricmanager-550"]
+
+
 def test_pin_mismatches_read_rpm_release_too():
     packages = {"libnccl": [{"name": "libnccl", "version": "2.27.7", "release": "1+cuda13.0"}]}
     assert f.nvidia_pin_mismatches(["libnccl"], "2.27.7-1+cuda13.0", packages) == []

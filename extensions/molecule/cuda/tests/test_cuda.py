@@ -8,11 +8,13 @@ import re
 from conftest import assert_file, assert_package
 
 # Debian's toolkit per release, and the soname of its runtime.
-CUDA = {12: ("11.8", "libcudart11.0", "libcudart.so.11.0"), 13: ("12.4", "libcudart12", "libcudart.so.12")}
+VERSION = {12: "11.8", 13: "12.4"}
+RUNTIME = {12: "libcudart11.0", 13: "libcudart12"}
+SONAME = {12: "libcudart.so.11.0", 13: "libcudart.so.12"}
 
 
 def test_runtime_at_the_pinned_toolkit_version_and_held(host, major):
-    version, package, _ = CUDA[major]
+    version, package = VERSION[major], RUNTIME[major]
     # 12.4.127~12.4.1-2: the toolkit version follows the tilde.
     assert f"~{version}." in assert_package(host, package)
     assert package in host.check_output("apt-mark showhold").split()
@@ -30,7 +32,7 @@ def test_the_whole_toolkit_is_not_installed(host):
 
 
 def test_usr_local_cuda_is_the_selected_alternative(host, major):
-    version = CUDA[major][0]
+    version = VERSION[major]
     query = host.check_output("update-alternatives --query cuda")
     assert re.search(r"^Status: manual$", query, re.M), query
     assert re.search(rf"^Value: /usr/local/cuda-{re.escape(version)}$", query, re.M), query
@@ -38,7 +40,7 @@ def test_usr_local_cuda_is_the_selected_alternative(host, major):
 
 
 def test_home_reaches_debians_runtime(host, major):
-    _, _, soname = CUDA[major]
+    soname = SONAME[major]
     lib = host.file(f"/usr/local/cuda/lib64/{soname}")
     assert lib.exists, f"/usr/local/cuda/lib64/{soname} does not lead to Debian's runtime"
     assert host.check_output(f"readlink -f /usr/local/cuda/lib64/{soname}").startswith("/usr/lib/x86_64-linux-gnu/")
@@ -61,5 +63,5 @@ def test_linker_reads_the_toolkit_path(host, major):
     # proof that it reads the entry and resolves it through the alternative.
     scan = host.run("ldconfig -v -N").stderr
     assert "/etc/ld.so.conf.d/gpufleet-cuda.conf:3" in scan, scan[:2000]
-    _, _, soname = CUDA[major]
+    soname = SONAME[major]
     assert re.search(rf"^\s+{re.escape(soname)} \(", host.check_output("ldconfig -p"), re.M)

@@ -33,9 +33,11 @@ def assert_fails_in_preflight(node, tmp_path, roles, extra_vars, variable, reaso
         assert "installed" not in status.split(), f"{package}: {status}"
 
 
-def bad_input_test(role, cases, managed):
+def bad_input_test(role, cases, files, packages):
     """The parametrized test of one role's bad-input cases: each case is
-    extra vars, the variable the error must name, and the reason it must give."""
+    extra vars, the variable the error must name, and the reason it must
+    give; files and packages are what the role manages, which must stay absent."""
+    managed = {"files": files, "packages": packages}
 
     @pytest.mark.parametrize("case", cases, ids=list(cases))
     def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):

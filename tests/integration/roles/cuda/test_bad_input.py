@@ -40,10 +40,10 @@ CASES = {
     "wrong type: dict elements expected": ({"cuda_toolkits": ["12.4"]}, "cuda_toolkits", "dict"),
 }
 
-MANAGED = {
-    "files": ["/etc/apt/preferences.d/gpufleet-cuda", "/etc/profile.d/gpufleet-cuda.sh", "/usr/local/cuda"],
-    "packages": ["libcudart11.0", "python3-debian"],
-}
 
-
-test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test("gpufleet.cloud.cuda", CASES, MANAGED)
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.cuda",
+    CASES,
+    files=["/etc/apt/preferences.d/gpufleet-cuda", "/etc/profile.d/gpufleet-cuda.sh", "/usr/local/cuda"],
+    packages=["libcudart11.0", "python3-debian"],
+)

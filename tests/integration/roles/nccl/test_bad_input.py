@@ -32,10 +32,10 @@ CASES = {
     "wrong type: dict expected": ({"nccl_conf": ["NCCL_DEBUG=INFO"]}, "nccl_conf", "dict"),
 }
 
-MANAGED = {
-    "files": ["/etc/apt/preferences.d/gpufleet-nccl", "/etc/nccl.conf", "/etc/gpufleet/nccl.env"],
-    "packages": ["libnccl2", "python3-debian"],
-}
 
-
-test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test("gpufleet.cloud.nccl", CASES, MANAGED)
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.nccl",
+    CASES,
+    files=["/etc/apt/preferences.d/gpufleet-nccl", "/etc/nccl.conf", "/etc/gpufleet/nccl.env"],
+    packages=["libnccl2", "python3-debian"],
+)

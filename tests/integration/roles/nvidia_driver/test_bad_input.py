@@ -41,10 +41,10 @@ CASES = {
     ),
 }
 
-MANAGED = {
-    "files": ["/etc/apt/preferences.d/gpufleet-nvidia_driver", "/etc/modprobe.d/gpufleet-blacklist-nouveau.conf"],
-    "packages": ["nvidia-smi", "nvidia-kernel-dkms", "python3-debian"],
-}
 
-
-test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test("gpufleet.cloud.nvidia_driver", CASES, MANAGED)
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.nvidia_driver",
+    CASES,
+    files=["/etc/apt/preferences.d/gpufleet-nvidia_driver", "/etc/modprobe.d/gpufleet-blacklist-nouveau.conf"],
+    packages=["nvidia-smi", "nvidia-kernel-dkms", "python3-debian"],
+)

@@ -10,7 +10,6 @@ version, releases the holds, upgrades, holds again, and then is idempotent.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -42,14 +41,14 @@ def test_held_driver_moves_to_the_new_pin(fresh_node, tmp_path):
     for name, (version, want) in versions(fresh_node).items():
         assert version.startswith(OLD + "-") and want == "hold", (name, version, want)
 
-    # The pain point: with the holds in place, apt will not move the driver.
-    newer = node_exec(fresh_node, "apt-cache", "madison", "nvidia-smi").stdout
-    candidate = re.search(rf"\| ({re.escape(NEW)}-\S+) \|", newer).group(1)
-    blocked = node_exec(
-        fresh_node, "apt-get", "install", "-y", "--no-install-recommends", f"nvidia-smi={candidate}", f"libnvidia-ml1={candidate}"
-    )
+    # The pain point: once the pin names the new version, the holds stop
+    # apt from moving the driver (what a role that only re-pins runs into).
+    pin_file = "/etc/apt/preferences.d/gpufleet-nvidia_driver"
+    node_exec(fresh_node, "sed", "-i", f"s/{OLD}/{NEW}/", pin_file)
+    blocked = node_exec(fresh_node, "apt-get", "install", "-y", "--no-install-recommends", *HELD)
     assert blocked.returncode != 0
     assert "Held packages were changed" in blocked.stdout + blocked.stderr
+    node_exec(fresh_node, "sed", "-i", f"s/{NEW}/{OLD}/", pin_file)
 
     stats = converge(fresh_node, tmp_path, NEW)
     assert stats["changed"] > 0

@@ -26,6 +26,7 @@ help:
 	@echo "make unit | lint | sanity | molecule | lab-test | inventory-test"
 	@echo "make bench-inventory   inventory benchmark (not part of make test)"
 	@echo "make molecule SCENARIO=baseline   one role's scenario"
+	@echo "make gpu       GPU stack on this machine (needs an NVIDIA GPU)"
 	@echo "make lab-down  remove the lab fleet"
 
 # ---- dependencies --------------------------------------------------------
@@ -66,7 +67,7 @@ lab-down: venv
 	$(BIN)/gpufleet lab down
 
 # ---- tests ---------------------------------------------------------------
-.PHONY: test unit lint sanity molecule lab-test inventory-test
+.PHONY: test unit lint sanity molecule lab-test inventory-test gpu
 test: deps
 	@: > $(TIMES)
 	@$(MAKE) --no-print-directory unit lint sanity molecule lab-test inventory-test
@@ -92,6 +93,11 @@ lab-test: venv collections images
 # servers); needs no podman.
 inventory-test: venv collections
 	@$(call timed,inventory-test,$(BIN)/pytest tests/integration -q -p no:cacheprovider -m inventory)
+
+# Only on a machine with an NVIDIA GPU: converges this machine with the GPU
+# roles (it installs a driver and may reboot) and runs the gpu-marked tests.
+gpu: venv collections
+	@$(call timed,gpu,$(BIN)/molecule test -s gpu)
 
 # ---- benchmarks (never part of make test) ------------------------------
 .PHONY: bench-inventory

@@ -188,3 +188,15 @@ def warnings(monkeypatch):
     shown = []
     monkeypatch.setattr(Display(), "warning", lambda msg, *args, **kwargs: shown.append(msg))
     return shown
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture
+def fixture_text():
+    """Read a fixture file under tests/unit/plugins/fixtures."""
+    def read(*parts: str) -> str:
+        return FIXTURES.joinpath(*parts).read_text(encoding="utf-8")
+
+    return read

@@ -1,0 +1,188 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Decisions of the nvidia_driver, cuda and nccl roles, as filters.
+
+Each decision is a pure function of facts the roles gather, so it is tested
+as a unit (tests/unit/plugins/filter/) and stays out of long Jinja
+expressions. Documentation for each filter is in the .yml file of its name.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+from ansible.errors import AnsibleFilterError
+
+# Highest CUDA version each driver branch supports, from NVIDIA's "CUDA
+# Toolkit and Corresponding Driver Versions" table. A toolkit newer than its
+# driver's entry fails at run time (cudaErrorInsufficientDriver), which is
+# why the cuda role checks it in preflight. Newer branches are added by the
+# roles' *_branches variables.
+DRIVER_BRANCH_MAX_CUDA = {
+    "450": "11.0",
+    "460": "11.2",
+    "470": "11.4",
+    "495": "11.5",
+    "510": "11.6",
+    "515": "11.7",
+    "520": "11.8",
+    "525": "12.0",
+    "530": "12.1",
+    "535": "12.2",
+    "545": "12.3",
+    "550": "12.4",
+    "555": "12.5",
+    "560": "12.6",
+    "565": "12.7",
+    "570": "12.8",
+    "575": "12.9",
+    "580": "13.0",
+}
+
+# dkms 2.x: "nvidia-current, 535.309.01, 6.1.0-18-amd64, x86_64: installed"
+# dkms 3.x: "nvidia-current/535.309.01, 6.1.0-18-amd64, x86_64: installed"
+# registered but built for no kernel: "nvidia-current/550.163.01: added"
+_DKMS_LINE = re.compile(
+    r"^(?P<module>[^,/\s]+)[,/]\s*(?P<version>[^,:\s]+)"
+    r"(?:,\s*(?P<kernel>[^,:\s]+)(?:,\s*[^:]+)?)?:\s*(?P<state>[A-Za-z]+)"
+)
+
+
+def nvidia_platform(facts):
+    """NVIDIA's name for the node's OS (its repository directory), or ""."""
+    if not isinstance(facts, dict):
+        raise AnsibleFilterError("nvidia_platform expects ansible_facts, got %s" % type(facts).__name__)
+    distribution = str(facts.get("distribution", "")).lower()
+    major = str(facts.get("distribution_major_version", ""))
+    if distribution == "debian" and major in ("12", "13"):
+        return "debian" + major
+    if distribution == "ubuntu":
+        version = str(facts.get("distribution_version", "")).replace(".", "")
+        return "ubuntu" + version if version in ("2204", "2404") else ""
+    if facts.get("os_family") == "RedHat" and major == "9" and distribution in ("redhat", "rocky", "almalinux"):
+        return "rhel9"
+    return ""
+
+
+def nvidia_cuda_max(driver, extra=None):
+    """The highest CUDA X.Y a driver branch (or a full driver version)
+    supports; "" for a branch nobody has described."""
+    branch = str(driver).split(".", 1)[0].strip()
+    table = dict(DRIVER_BRANCH_MAX_CUDA)
+    table.update({str(k): str(v) for k, v in (extra or {}).items()})
+    return table.get(branch, "")
+
+
+def nvidia_fabricmanager_needed(mode, nvswitches=0, gpu_model="", gpu_count=0, models=None):
+    """Whether the node needs nvidia-fabricmanager.
+
+    NVSwitch systems (HGX/DGX 8-GPU A100, H100, H200, H800 SXM) do not bring
+    their NVLink fabric up, and CUDA fails to initialise, until the fabric
+    manager has configured the switches. The NVSwitches are visible on the
+    PCI bus before any driver exists; where they are not (some cloud VMs
+    pass only the GPUs through), eight GPUs of an NVSwitch model decide."""
+    if mode in ("always", "never"):
+        return mode == "always"
+    if mode != "auto":
+        raise AnsibleFilterError("nvidia_fabricmanager_needed: mode must be auto, always or never, not %r" % mode)
+    if int(nvswitches or 0) > 0:
+        return True
+    model = str(gpu_model or "")
+    return int(gpu_count or 0) >= 8 and any(re.search(pattern, model, re.I) for pattern in (models or []))
+
+
+def nvidia_reboot_needed(loaded_version, pinned_version, in_container=False, gpus_on_bus=0):
+    """Whether only a reboot can bring the pinned driver into the kernel.
+
+    Never in a container (its kernel is the host's) and never on a node with
+    no NVIDIA GPU on the bus; otherwise exactly when the loaded module is not
+    the pinned version (an older module still loaded after an upgrade, or
+    none, because nouveau held the GPU until it was blacklisted)."""
+    if in_container or int(gpus_on_bus or 0) == 0:
+        return False
+    return (loaded_version or "") != str(pinned_version)
+
+
+def nvidia_dkms_unbuilt(dkms_status, kernels, version, prefix="nvidia"):
+    """Installed kernels for which DKMS has not installed the NVIDIA module
+    at the pinned version. A kernel update whose DKMS build failed (or never
+    ran, for want of headers) boots without a driver; this finds it first."""
+    installed = set()
+    for line in (dkms_status or "").splitlines():
+        match = _DKMS_LINE.match(line.strip())
+        if not match or not match.group("module").startswith(prefix):
+            continue
+        if match.group("version") == str(version) and match.group("state") == "installed" and match.group("kernel"):
+            installed.add(match.group("kernel"))
+    return sorted(k for k in set(kernels or []) if k not in installed)
+
+
+def nvidia_pin_mismatches(names, version, packages):
+    """Packages among names that are installed at a version other than the
+    pin (a glob such as 550.163.01*). Their holds must be released before
+    the pinned version can replace them."""
+    mismatched = []
+    for name in names:
+        versions = []
+        for entry in (packages or {}).get(name, []):
+            # rpm reports version and release apart; the pin may span both
+            # (NCCL's 2.27.7-1+cuda13.0 is version 2.27.7, release 1+cuda13.0).
+            versions.append(entry.get("version", ""))
+            if entry.get("release"):
+                versions.append("%s-%s" % (entry["version"], entry["release"]))
+        if versions and not any(fnmatch.fnmatchcase(v, str(version)) for v in versions):
+            mismatched.append(name)
+    return mismatched
+
+
+def cuda_packages(toolkit, source, platform, default_components, table):
+    """The packages of one CUDA toolkit entry ({version, components}).
+
+    NVIDIA's repository names packages by component and version
+    (cuda-nvcc-12-4, libcublas-12-4); Debian has one toolkit per release
+    and a fixed list of packages per component."""
+    version = str(toolkit.get("version", ""))
+    parts = version.split(".")
+    if len(parts) < 2:
+        raise AnsibleFilterError("cuda_packages: version %r is not X.Y" % version)
+    components = toolkit.get("components") or default_components or []
+    if source == "distro":
+        offered = (table.get("distro") or {}).get(platform) or {}
+        unknown = [c for c in components if c not in offered]
+        if unknown:
+            raise AnsibleFilterError("cuda_packages: %s has no CUDA components %s" % (platform, ", ".join(unknown)))
+        return [package for component in components for package in offered[component]]
+    repo = table.get("cuda_repo") or {}
+    packages = []
+    for component in components:
+        pattern = repo.get("library_pattern") if component.startswith("lib") else repo.get("pattern")
+        packages.append(
+            str(pattern).replace("{component}", component).replace("{major}", parts[0]).replace("{minor}", parts[1])
+        )
+    return packages
+
+
+def nccl_busbw_threshold(gpu_name, table, fallback=0):
+    """Minimum all_reduce bus bandwidth (GB/s) for a GPU model: the first
+    entry of table (pattern: GB/s, in order) whose pattern matches."""
+    for pattern, value in (table or {}).items():
+        if re.search(pattern, str(gpu_name or ""), re.I):
+            return float(value)
+    return float(fallback)
+
+
+class FilterModule:
+    """The GPU stack roles' decisions."""
+
+    def filters(self):
+        return {
+            "nvidia_platform": nvidia_platform,
+            "nvidia_cuda_max": nvidia_cuda_max,
+            "nvidia_fabricmanager_needed": nvidia_fabricmanager_needed,
+            "nvidia_reboot_needed": nvidia_reboot_needed,
+            "nvidia_dkms_unbuilt": nvidia_dkms_unbuilt,
+            "nvidia_pin_mismatches": nvidia_pin_mismatches,
+            "cuda_packages": cuda_packages,
+            "nccl_busbw_threshold": nccl_busbw_threshold,
+        }

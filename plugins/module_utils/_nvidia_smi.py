@@ -1,0 +1,215 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Parse ``nvidia-smi -q -x`` and ``nvidia-smi nvlink -s`` into plain data.
+
+Private to this collection: the shape of what these functions return is the
+``gpu`` fact of ``gpufleet.cloud.gpu_facts`` and may change with it.
+
+nvidia-smi's XML changed over driver branches; the parser reads each field
+from every place a supported branch puts it:
+
+- power: ``power_readings`` (up to R525) or ``gpu_power_readings`` (R530 on),
+  where R550 added ``instant_power_draw``/``average_power_draw`` and later
+  branches dropped plain ``power_draw``;
+- ECC counters: ``single_bit``/``double_bit`` totals (before Ampere) or the
+  ``sram_*``/``dram_*`` counters, whose uncorrectable SRAM count R570 split
+  into ``_parity`` and ``_secded``.
+
+Values nvidia-smi cannot report (``N/A``, ``[Not Supported]``, ...) become None.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+_NUMBER = re.compile(r"^\s*(-?[0-9]+(?:\.[0-9]+)?)")
+_NVLINK_GPU = re.compile(r"^GPU (\d+): .*\(UUID: ([^)]+)\)\s*$")
+_NVLINK_LINK = re.compile(r"^\s*Link (\d+): (.+?)\s*$")
+
+
+class NvidiaSmiParseError(ValueError):
+    """The text is not nvidia-smi's XML report."""
+
+
+def _text(element, path):
+    """The stripped text at path, or None when missing or not reported."""
+    if element is None:
+        return None
+    found = element.find(path)
+    if found is None or found.text is None:
+        return None
+    value = found.text.strip()
+    # nvidia-smi writes "N/A", "[N/A]", "[Not Supported]", "Unknown Error",
+    # "Requested functionality has been deprecated" and so on where a value
+    # does not apply; none of them starts with a digit or is a mode word.
+    if not value or value.startswith("[") or value in ("N/A", "Unknown Error", "Not Available") \
+            or value.startswith("Requested functionality"):
+        return None
+    return value
+
+
+def _number(element, path, kind=float):
+    """The leading number of "81559 MiB", "41 C", "16x" or "123.45 W"."""
+    value = _text(element, path)
+    if value is None:
+        return None
+    match = _NUMBER.match(value)
+    if not match:
+        return None
+    return kind(float(match.group(1))) if kind is int else kind(match.group(1))
+
+
+def _first_number(element, paths, kind=float):
+    for path in paths:
+        value = _number(element, path, kind)
+        if value is not None:
+            return value
+    return None
+
+
+def _enabled(element, path):
+    """Enabled/Disabled as a bool; None where the GPU has no such mode."""
+    value = _text(element, path)
+    if value is None:
+        return None
+    lowered = value.lower()
+    if lowered in ("enabled", "enable", "on", "yes"):
+        return True
+    if lowered in ("disabled", "disable", "off", "no"):
+        return False
+    return None
+
+
+def _ecc_counts(section):
+    """Correctable and uncorrectable totals of one ECC section.
+
+    Pre-Ampere GPUs report single_bit/double_bit with a total each; later
+    ones report one counter per memory (sram_*, dram_*)."""
+    if section is None:
+        return {"correctable": None, "uncorrectable": None}
+    if section.find("single_bit") is not None or section.find("double_bit") is not None:
+        return {
+            "correctable": _number(section, "single_bit/total", int),
+            "uncorrectable": _number(section, "double_bit/total", int),
+        }
+    correctable = uncorrectable = None
+    for child in section:
+        tag = child.tag
+        if not tag.startswith(("sram_", "dram_")) or "threshold" in tag:
+            continue
+        value = _number(section, tag, int)
+        if value is None:
+            continue
+        if "uncorrectable" in tag:
+            uncorrectable = (uncorrectable or 0) + value
+        elif "correctable" in tag:
+            correctable = (correctable or 0) + value
+    return {"correctable": correctable, "uncorrectable": uncorrectable}
+
+
+def _gpu(index, element):
+    power_sections = ("gpu_power_readings", "power_readings")
+    power_draw = None
+    power_limit = None
+    for section in power_sections:
+        readings = element.find(section)
+        if readings is None:
+            continue
+        power_draw = _first_number(readings, ("power_draw", "instant_power_draw", "average_power_draw"))
+        power_limit = _first_number(readings, ("current_power_limit", "enforced_power_limit", "power_limit"))
+        break
+    link = element.find("pci/pci_gpu_link_info")
+    return {
+        "index": index,
+        "name": _text(element, "product_name"),
+        "uuid": _text(element, "uuid"),
+        # The same domain:bus:device.function nvidia-smi prints, e.g.
+        # 00000000:19:00.0 (a 32-bit domain, unlike sysfs's 0000:19:00.0).
+        "pci_bus_id": _text(element, "pci/pci_bus_id") or element.get("id"),
+        "memory_total_mib": _number(element, "fb_memory_usage/total", int),
+        "ecc_mode": {
+            "current": _enabled(element, "ecc_mode/current_ecc"),
+            "pending": _enabled(element, "ecc_mode/pending_ecc"),
+        },
+        "ecc_errors": {
+            "volatile": _ecc_counts(element.find("ecc_errors/volatile")),
+            "aggregate": _ecc_counts(element.find("ecc_errors/aggregate")),
+        },
+        "persistence_mode": _enabled(element, "persistence_mode"),
+        "mig_mode": {
+            "current": _enabled(element, "mig_mode/current_mig"),
+            "pending": _enabled(element, "mig_mode/pending_mig"),
+        },
+        "temperature_c": _number(element, "temperature/gpu_temp", int),
+        "power_draw_w": power_draw,
+        "power_limit_w": power_limit,
+        "pcie": {
+            "gen_current": _number(link, "pcie_gen/current_link_gen", int),
+            "gen_max": _number(link, "pcie_gen/max_link_gen", int),
+            "width_current": _number(link, "link_widths/current_link_width", int),
+            "width_max": _number(link, "link_widths/max_link_width", int),
+        },
+        # NVSwitch systems register each GPU with the fabric manager; older
+        # drivers and PCIe cards have no <fabric> element or report N/A.
+        "fabric": {
+            "state": _text(element, "fabric/state"),
+            "status": _text(element, "fabric/status"),
+        },
+        "nvlinks": [],
+    }
+
+
+def parse_query_xml(text):
+    """``nvidia-smi -q -x`` output as a dict: driver and CUDA versions and
+    one entry per GPU, indexed in the order nvidia-smi lists them (which is
+    nvidia-smi's own index order)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    # The DOCTYPE names an external DTD; ElementTree never fetches it.
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise NvidiaSmiParseError("nvidia-smi -q -x did not return XML: %s" % exc)
+    if root.tag != "nvidia_smi_log":
+        raise NvidiaSmiParseError("expected <nvidia_smi_log>, found <%s>" % root.tag)
+    gpus = [_gpu(index, element) for index, element in enumerate(root.findall("gpu"))]
+    return {
+        "driver_version": _text(root, "driver_version"),
+        "cuda_version": _text(root, "cuda_version"),
+        "count": len(gpus),
+        "gpus": gpus,
+    }
+
+
+def parse_nvlink_status(text):
+    """``nvidia-smi nvlink -s`` as {gpu index: [links]}.
+
+    Each GPU's block is a ``GPU N: NAME (UUID: ...)`` line followed by one
+    ``Link L: <speed> GB/s`` or ``Link L: <inactive>`` line per link. GPUs
+    without NVLink print the GPU line alone, or nothing at all."""
+    links = {}
+    current = None
+    for line in text.splitlines():
+        gpu = _NVLINK_GPU.match(line)
+        if gpu:
+            current = int(gpu.group(1))
+            links[current] = []
+            continue
+        link = _NVLINK_LINK.match(line)
+        if link and current is not None:
+            state = link.group(2)
+            speed = _NUMBER.match(state)
+            links[current].append({
+                "link": int(link.group(1)),
+                "active": bool(speed),
+                "speed_gbps": float(speed.group(1)) if speed else None,
+            })
+    return links
+
+
+def merge_nvlinks(facts, links):
+    """Attach parsed NVLink states to the GPUs of parse_query_xml's result."""
+    for gpu in facts["gpus"]:
+        gpu["nvlinks"] = links.get(gpu["index"], [])
+    return facts

@@ -1,0 +1,50 @@
+"""Bad inputs to gpufleet.cloud.nvidia_driver fail before anything changes.
+
+Each case runs the role against a fresh Debian 12 node and checks that the
+run fails, that the message names the bad variable, and that nothing on
+the node changed: no task reported a change, and the files and packages
+the role manages are still absent."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.roles.bad_input import bad_input_test
+
+pytestmark = pytest.mark.lab
+
+H100_BOARD = {"model": "NVIDIA H100 80GB HBM3", "count": 8}
+
+CASES = {
+    "unknown branch": ({"nvidia_driver_branch": "999"}, "nvidia_driver_branch", "not a known driver branch"),
+    "branch Debian does not ship": (
+        {"nvidia_driver_source": "distro", "nvidia_driver_branch": "550", "nvidia_driver_version": "550.163.01"},
+        "nvidia_driver_branch",
+        "ships (it has 535 only)",
+    ),
+    "version of another branch": (
+        {"nvidia_driver_branch": "550", "nvidia_driver_version": "535.309.01"},
+        "nvidia_driver_version",
+        "is not a full version of branch 550",
+    ),
+    "other branch without a version": ({"nvidia_driver_branch": "570"}, "nvidia_driver_version", "set nvidia_driver_version too"),
+    "unknown choice": ({"nvidia_driver_kernel_modules": "closed"}, "nvidia_driver_kernel_modules", "closed"),
+    "wrong type: bool expected": ({"nvidia_driver_hold": "perhaps"}, "nvidia_driver_hold", "perhaps"),
+    "wrong type: list expected": ({"nvidia_driver_packages": {"nvidia-smi": 1}}, "nvidia_driver_packages", "list"),
+    "bad package name": ({"nvidia_driver_extra_packages": ["nvidia-smi; rm -rf /"]}, "nvidia_driver_extra_packages", "rm -rf"),
+    "mirror without a URL": ({"nvidia_driver_source": "mirror"}, "nvidia_driver_mirror_url", "http(s) base URL"),
+    # An HGX H100 board needs the fabric manager, which Debian does not package.
+    "fabric manager needed from Debian": (
+        {"nvidia_driver_source": "distro", "gpufleet_gpu": H100_BOARD},
+        "nvidia_driver_fabricmanager",
+        "Debian does not package it",
+    ),
+}
+
+
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.nvidia_driver",
+    CASES,
+    files=["/etc/apt/preferences.d/gpufleet-nvidia_driver", "/etc/modprobe.d/gpufleet-blacklist-nouveau.conf"],
+    packages=["nvidia-smi", "nvidia-kernel-dkms", "python3-debian"],
+)

@@ -91,7 +91,7 @@ def converge_this_machine(role: str, extra_vars: dict, tmp_path: Path) -> dict[s
     if os.environ.get("GPUFLEET_TEST_EXTRA_VARS"):
         args += ["-e", "@" + os.environ["GPUFLEET_TEST_EXTRA_VARS"]]
     runs = []
-    for _ in range(2):
+    for _attempt in range(2):
         result = run_playbook(*args, str(playbook))
         assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
         runs.append(recap(result.stdout)["localhost"])

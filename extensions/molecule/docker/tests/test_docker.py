@@ -133,10 +133,10 @@ def test_docker_group_users_reach_the_engine(host, image):
 
 
 def test_nccl_env_file_reaches_containers(host, image):
-    content = assert_file(host, "/etc/gpufleet/nccl.env")
+    content = assert_file(host, "/etc/docker/nccl.env")
     settings = [line for line in content.splitlines() if line and not line.startswith("#")]
     assert settings == ["NCCL_DEBUG=WARN", "NCCL_IB_DISABLE=1", "NCCL_SOCKET_IFNAME=^lo,docker"]
-    env = host.check_output(f"docker run --rm --env-file /etc/gpufleet/nccl.env {image} /usr/bin/env").splitlines()
+    env = host.check_output(f"docker run --rm --env-file /etc/docker/nccl.env {image} /usr/bin/env").splitlines()
     assert set(settings) <= set(env)
 
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.lab
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 # Files the role manages: none may exist after a failed run.
-PATHS = ["/etc/docker/daemon.json", "/etc/gpufleet/nccl.env"]
+PATHS = ["/etc/docker/daemon.json", "/etc/docker/nccl.env"]
 
 CASES = {
     # dockerd would refuse to start with these daemon.json values.
@@ -40,7 +40,7 @@ CASES = {
     "user that does not exist": ({"docker_users": ["nosuchuser"]}, "docker_users"),
     "bad ulimit": ({"docker_default_ulimits": {"memlock": {"Name": "memlock", "Soft": "lots", "Hard": -1}}}, "docker_default_ulimits"),
     "bad nccl variable name": ({"docker_nccl_env": {"NCCL DEBUG": "INFO"}}, "docker_nccl_env"),
-    "nccl value that is not a scalar": ({"nccl_env": {"NCCL_DEBUG": ["INFO"]}}, "docker_nccl_env"),
+    "nccl value that is not a scalar": ({"nccl_conf": {"NCCL_DEBUG": ["INFO"]}}, "docker_nccl_env"),
     "relative data root": ({"docker_data_root": "data/docker"}, "docker_data_root"),
     "bad repository url": ({"docker_nvidia_repo_url": "nvidia.github.io/libnvidia-container"}, "docker_nvidia_repo_url"),
 }

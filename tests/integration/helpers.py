@@ -3,6 +3,7 @@ ansible-playbook. They need podman and the base images (`make images`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -44,3 +45,62 @@ def gpufleet(*args: str) -> subprocess.CompletedProcess:
     exe = shutil.which("gpufleet")
     assert exe, "the gpufleet command is not installed in this environment"
     return subprocess.run([exe, *args], cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False)
+
+
+def node_has_package(name: str, package: str) -> bool:
+    status = node_exec(name, "dpkg-query", "-W", "-f", "${Status}", package).stdout
+    return "installed" in status.split()
+
+
+def node_has_path(name: str, path: str) -> bool:
+    return node_exec(name, "test", "-e", path).returncode == 0
+
+
+ROLE_PLAYBOOK = """
+- hosts: all
+  gather_facts: true
+  roles:
+    - {role}
+"""
+
+
+def assert_fails_before_changing(
+    node: str, role: str, extra_vars: dict, variable: str, tmp_path: Path, *, paths=(), packages=()
+) -> str:
+    """Apply `role` to the podman node `node` with bad `extra_vars` and check
+    that the run fails, that its message names `variable`, that no task
+    changed anything, and that the `paths` and `packages` the role would
+    manage are still absent. Returns the run's output."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(ROLE_PLAYBOOK.format(role=role))
+    result = run_playbook("-i", f"{node},", "-c", "containers.podman.podman", "-e", json.dumps(extra_vars), str(playbook))
+    out = result.stdout + result.stderr
+    assert result.returncode == 2, out
+    assert variable in out, f"the error does not name {variable}:\n{out}"
+    stats = recap(result.stdout)[node]
+    assert stats["failed"] == 1 and stats["changed"] == 0, out
+    for path in paths:
+        assert not node_has_path(node, path), f"{path} exists"
+    for package in packages:
+        assert not node_has_package(node, package), f"{package} is installed"
+    return out
+
+
+def converge_this_machine(role: str, extra_vars: dict, tmp_path: Path) -> dict[str, int]:
+    """Apply `role` to the machine running the tests (hardware tests: GPU and
+    RDMA nodes), twice; the second run must change nothing. Extra variables
+    for the site (mirrors, for example) come from the YAML or JSON file named
+    by GPUFLEET_TEST_EXTRA_VARS. Returns the first run's recap."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(ROLE_PLAYBOOK.format(role=role))
+    args = ["-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=/usr/bin/python3"]
+    args += ["-e", json.dumps(extra_vars)]
+    if os.environ.get("GPUFLEET_TEST_EXTRA_VARS"):
+        args += ["-e", "@" + os.environ["GPUFLEET_TEST_EXTRA_VARS"]]
+    runs = []
+    for _attempt in range(2):
+        result = run_playbook(*args, str(playbook))
+        assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
+        runs.append(recap(result.stdout)["localhost"])
+    assert runs[1]["changed"] == 0, f"the second run of {role} changed things: {runs[1]}"
+    return runs[0]

@@ -7,20 +7,14 @@ would manage are still absent)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.integration.helpers import node_exec, recap, run_playbook
+from tests.integration.helpers import assert_fails_before_changing
 
 pytestmark = pytest.mark.lab
 
-PLAYBOOK = """
-- hosts: all
-  gather_facts: true
-  roles:
-    - gpufleet.cloud.baseline
-"""
+# Files the role manages: none may exist after a failed run.
+PATHS = ["/etc/sysctl.d/90-gpufleet-baseline.conf", "/etc/security/limits.d/90-gpufleet-baseline.conf"]
 
 CASES = {
     "wrong type: list expected": ({"baseline_packages": "curl"}, "baseline_packages"),
@@ -39,21 +33,6 @@ CASES = {
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
 def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):
     extra_vars, variable = CASES[case]
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAYBOOK)
-    result = run_playbook(
-        "-i", f"{fresh_node},",
-        "-c", "containers.podman.podman",
-        "-e", json.dumps(extra_vars),
-        str(playbook),
+    assert_fails_before_changing(
+        fresh_node, "gpufleet.cloud.baseline", extra_vars, variable, tmp_path, paths=PATHS, packages=["chrony"]
     )
-    out = result.stdout + result.stderr
-    assert result.returncode == 2, out
-    assert variable in out, f"the error does not name {variable}:\n{out}"
-    stats = recap(result.stdout)[fresh_node]
-    assert stats["failed"] == 1 and stats["changed"] == 0, out
-    # Nothing the role manages exists on the node.
-    assert node_exec(fresh_node, "test", "-e", "/etc/sysctl.d/90-gpufleet-baseline.conf").returncode == 1
-    assert node_exec(fresh_node, "test", "-e", "/etc/security/limits.d/90-gpufleet-baseline.conf").returncode == 1
-    status = node_exec(fresh_node, "dpkg-query", "-W", "-f", "${Status}", "chrony").stdout
-    assert "installed" not in status.split(), status

@@ -1,0 +1,40 @@
+"""Bad inputs to gpufleet.cloud.rdma fail before anything changes.
+
+Each case runs the role against a fresh real node: the run fails, the
+message names the bad variable, no task changed, and the role's files and
+packages are still absent."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.helpers import assert_fails_before_changing
+
+pytestmark = pytest.mark.lab
+
+# Files the role manages: none may exist after a failed run.
+PATHS = ["/etc/security/limits.d/91-gpufleet-rdma.conf", "/etc/ansible/facts.d/gpufleet_rdma.fact"]
+
+CASES = {
+    "unknown variant": ({"rdma_variant": "omnipath"}, "rdma_variant"),
+    # The inventory's variable feeds rdma_variant, and is checked as that.
+    "unknown variant from the inventory": ({"gpufleet_rdma": "iwarp"}, "rdma_variant"),
+    "wrong type: list expected": ({"rdma_memlock_users": "trainer"}, "rdma_memlock_users"),
+    "unknown choice": ({"rdma_peermem": "sometimes"}, "rdma_peermem"),
+    "wrong type: dict expected": ({"rdma_modules_by_variant": ["ib_uverbs"]}, "rdma_modules_by_variant"),
+    "modules for an unknown variant": ({"rdma_modules_by_variant": {"iwarp": ["iw_cm"]}}, "rdma_modules_by_variant"),
+    "bad module name": ({"rdma_extra_modules": ["ib_uverbs; reboot"]}, "rdma_extra_modules"),
+    "bad memlock": ({"rdma_memlock": "lots"}, "rdma_memlock"),
+    "bad limits domain": ({"rdma_memlock_users": ["Bad User"]}, "rdma_memlock_users"),
+    "bad installer url": ({"rdma_efa_installer_url": "efa-installer.tar.gz"}, "rdma_efa_installer_url"),
+    "bad installer checksum": ({"rdma_efa_installer_checksum": "sha256"}, "rdma_efa_installer_checksum"),
+    "shell in installer options": ({"rdma_efa_installer_args": ["--minimal; reboot"]}, "rdma_efa_installer_args"),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):
+    extra_vars, variable = CASES[case]
+    assert_fails_before_changing(
+        fresh_node, "gpufleet.cloud.rdma", extra_vars, variable, tmp_path, paths=PATHS, packages=["rdma-core"]
+    )

@@ -29,11 +29,12 @@ export COLUMNS=200 # keep PLAY RECAP lines unwrapped for the recap check
 run_one() {
     local s=$1 log=.cache/molecule-logs/$1.log start
     start=$(date +%s)
-    if molecule test -s "$s" >"$log" 2>&1 && python3 tools/molecule_recap.py "$log" >>"$log"; then
+    if molecule test -s "$s" >"$log" 2>&1 && python3 tools/molecule_recap.py "$log" >"$log.recap"; then
         echo "molecule $s: passed in $(($(date +%s) - start))s"
     else
         echo "molecule $s: FAILED in $(($(date +%s) - start))s; last lines of $log:"
         tail -n 60 "$log"
+        cat "$log.recap" 2>/dev/null || true
         return 1
     fi
 }

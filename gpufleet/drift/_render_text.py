@@ -18,11 +18,10 @@ def table(report) -> str:
         lines.append(f"{flag['host']:<20} {'peer-mismatch':<17} {flag['message']}")
     counts = report.counts()
     lines.append("")
+    states = "  ".join(f"{s} {counts.get(s, 0)}"
+                       for s in ("in-sync", "drifted", "failed", "unreachable", "could-not-verify"))
     lines.append(
         f"hosts {len(report.hosts)}  in sync {report.in_sync_percent():.0f}%  "
-        f"coverage {report.coverage_percent():.1f}%  "
-        + "  ".join(f"{s} {counts.get(s, 0)}" for s in ("in-sync", "drifted", "failed", "unreachable",
-                                                          "could-not-verify"))
-        + f"  exit {report.exit_code()}"
+        f"coverage {report.coverage_percent():.1f}%  {states}  exit {report.exit_code()}"
     )
     return "\n".join(lines)

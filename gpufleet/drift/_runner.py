@@ -61,4 +61,3 @@ def scan(root: Path, inventory: str, report_path: Path, limit: str | None = None
 def fix(root: Path, inventory: str, hosts: list[str], roles: list[str], quiet: bool = False) -> tuple[int, str]:
     """Converge only the drifted hosts, and only the drifted roles' tags."""
     return _run(root, "site.yml", inventory, {}, "", ",".join(hosts), ",".join(roles) or None, quiet)
-

@@ -62,7 +62,7 @@ def stop(lab_dir: Path) -> bool:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return False
-    for _ in range(50):
+    for _attempt in range(50):
         if not _alive(pid):
             return True
         time.sleep(0.1)
@@ -93,12 +93,13 @@ def start(lab_dir: Path, root: Path, nodes: list[Node], port: int = PORT) -> Non
     seed_file = lab_dir / "aliyun-seed.yml"
     seed_file.write_text(yaml.safe_dump(seed(nodes), sort_keys=False))
     log = (lab_dir / "emulator.log").open("w")
-    proc = subprocess.Popen(  # pylint: disable=consider-using-with  (it outlives this call by design)
+    # The emulator outlives this call by design: no `with`.
+    proc = subprocess.Popen(  # pylint: disable=consider-using-with
         [sys.executable, "-m", "tests.emulators.aliyun", "--port", str(port), "--seed", str(seed_file)],
         cwd=root, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
     )
     (lab_dir / "emulator.pid").write_text(f"{proc.pid}\n")
-    for _ in range(100):
+    for _attempt in range(100):
         if proc.poll() is not None:
             raise RuntimeError(f"the lab's emulator exited: see {lab_dir / 'emulator.log'}")
         if _listening(port):

@@ -44,7 +44,7 @@ def converged(lab):
 
 
 def test_a_converged_fleet_is_clean(converged, tmp_path):
-    result, report, _ = drift(tmp_path, "clean")
+    result, report, _out = drift(tmp_path, "clean")
     assert result.returncode == 0, result.stdout + result.stderr
     assert report["summary"]["in_sync_percent"] == 100.0
     assert report["summary"]["coverage_percent"] == 100.0
@@ -88,20 +88,20 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     assert "Drifted: lab-node-2</p>" in dom
     assert ">67%</b>nodes in sync" in dom
 
-    result, _, _ = drift(tmp_path, "fix", "--fix", "--yes")
+    result, _report, _out = drift(tmp_path, "fix", "--fix", "--yes")
     assert result.returncode == 0, result.stdout[-3000:]
-    result, report, _ = drift(tmp_path, "after")
+    result, report, _out = drift(tmp_path, "after")
     assert result.returncode == 0 and not_in_sync(report) == set()
     # History remembers when the drift was first seen.
     assert len((tmp_path / "history.jsonl").read_text().splitlines()) == 4
 
 
 def test_an_unreachable_node_is_reported_and_the_others_still_are(converged, tmp_path):
-    _, clean, _ = drift(tmp_path, "before")
+    _result, clean, _out = drift(tmp_path, "before")
     per_host = {h: sum(1 for r in clean["records"] if r["host"] == h) for h in clean["hosts"]}
     subprocess.run(["podman", "stop", "-t", "2", "gpufleet-lab-3"], check=True, capture_output=True)
     try:
-        result, report, _ = drift(tmp_path, "down")
+        result, report, _out = drift(tmp_path, "down")
     finally:
         subprocess.run(["podman", "start", "gpufleet-lab-3"], check=True, capture_output=True)
     assert result.returncode & 8, result.stdout

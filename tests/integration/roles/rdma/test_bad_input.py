@@ -20,6 +20,7 @@ CASES = {
     # The inventory's variable feeds rdma_variant, and is checked as that.
     "unknown variant from the inventory": ({"gpufleet_rdma": "iwarp"}, "rdma_variant"),
     "wrong type: list expected": ({"rdma_memlock_users": "trainer"}, "rdma_memlock_users"),
+    "wrong type: number for a list": ({"rdma_extra_packages": 5}, "rdma_extra_packages"),
     "unknown choice": ({"rdma_peermem": "sometimes"}, "rdma_peermem"),
     "wrong type: dict expected": ({"rdma_modules_by_variant": ["ib_uverbs"]}, "rdma_modules_by_variant"),
     "modules for an unknown variant": ({"rdma_modules_by_variant": {"iwarp": ["iw_cm"]}}, "rdma_modules_by_variant"),

@@ -23,6 +23,7 @@ try:
     from huaweicloudsdkcore.auth.provider import CredentialProviderChain
     from huaweicloudsdkcore.exceptions import exceptions as hw_exceptions
     from huaweicloudsdkcore.http.http_config import HttpConfig
+    from requests.exceptions import RequestException
     from huaweicloudsdkkms.v2 import (CreateDatakeyRequest, CreateDatakeyRequestBody, DecryptDatakeyRequest,
                                       DecryptDatakeyRequestBody, EncryptDatakeyRequest, EncryptDatakeyRequestBody,
                                       KmsClient)
@@ -64,6 +65,9 @@ class HuaweiKms:
             raise KmsError("refused", "Huawei Cloud KMS refused %s: %s: %s" % (operation, exc.error_code, exc.error_msg))
         except (hw_exceptions.ConnectionException, hw_exceptions.RequestTimeoutException) as exc:
             raise KmsError("unreachable", "Huawei Cloud KMS is unreachable (%s): %s" % (self.endpoint, exc.error_msg))
+        except RequestException as exc:
+            # Read timeouts reach us from requests unwrapped.
+            raise KmsError("unreachable", "Huawei Cloud KMS is unreachable (%s): %s" % (self.endpoint, exc))
 
     def generate(self, key_id, key_bytes):
         body = CreateDatakeyRequestBody(key_id=key_id, datakey_length=str(key_bytes * 8))

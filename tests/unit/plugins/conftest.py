@@ -1,0 +1,80 @@
+"""Make the collection importable as ansible_collections.gpufleet.cloud
+(collections/ holds the link that names this checkout) and give the KMS
+tests their servers: moto for AWS, the loopback emulators for the others."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+if str(ROOT / "collections") not in sys.path:
+    sys.path.insert(0, str(ROOT / "collections"))
+
+from tests.emulators import kms_aliyun, kms_common, kms_huawei, kms_tencent  # noqa: E402
+
+CREDS = {"access_key": "AKIDunittest", "secret_key": "unit-test-secret", "timeout": 3}
+EMULATORS = {
+    "aliyun": kms_aliyun.AliyunKmsHandler,
+    "tencent": kms_tencent.TencentKmsHandler,
+    "huawei": kms_huawei.HuaweiKmsHandler,
+}
+
+
+class Kms:
+    """One provider's KMS for a test: connection settings, credentials, the
+    two master keys, and handles to break it (disable a key, stop it)."""
+
+    def __init__(self, provider, connection, keys, stop, disable):
+        self.provider = provider
+        self.connection = connection
+        self.keys = keys
+        self.stop = stop
+        self.disable = disable
+
+
+@contextlib.contextmanager
+def provider_kms(provider, monkeypatch):
+    if provider == "aws":
+        boto3 = pytest.importorskip("boto3")
+        moto = pytest.importorskip("moto")
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+            monkeypatch.delenv(name, raising=False)
+        with moto.mock_aws():
+            client = boto3.client("kms", region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b")
+            keys = [client.create_key()["KeyMetadata"]["KeyId"] for _ in range(2)]
+            kms = Kms("aws", {"region": "us-east-1"}, keys, None, None)
+
+            def stop():
+                # moto answers in-process; a closed port on loopback does not.
+                kms.connection["endpoint"] = "http://127.0.0.1:9"
+
+            kms.stop = stop
+            yield kms
+        return
+    with kms_common.running(EMULATORS[provider], ["key-one", "key-two"]) as server:
+        conn = {"region": "cn-test-1", "endpoint": f"http://127.0.0.1:{server.server_port}"}
+        if provider == "huawei":
+            conn["project_id"] = "0123456789abcdef"
+
+        def stop():
+            server.shutdown()
+            server.server_close()
+
+        yield Kms(provider, conn, ["key-one", "key-two"], stop, server.keyring.disabled.add)
+
+
+@pytest.fixture(params=["aws", "aliyun", "tencent", "huawei"])
+def kms(request, monkeypatch):
+    with provider_kms(request.param, monkeypatch) as kms:
+        yield kms
+
+
+@pytest.fixture(params=["aws", "huawei"])
+def kms_naming_key(request, monkeypatch):
+    """The KMSs whose decrypt names the master key and checks it."""
+    with provider_kms(request.param, monkeypatch) as kms:
+        yield kms

@@ -20,11 +20,11 @@ description:
     dropped unless O(return_plaintext) asks for it. An existing envelope is
     never replaced, so the key is generated once.
   - O(operation=reencrypt) wraps the same data key under O(key_id) (key
-    rotation): data encrypted with the key needs no re-encryption. The new
+    rotation), so data encrypted with the key needs no re-encryption. The new
     envelope is checked to decrypt to the same key before it replaces the old one.
   - O(operation=decrypt) asks KMS to decrypt the envelope; it returns the
     plaintext only with O(return_plaintext=true), and only in a task with
-    C(no_log: true).
+    C(no_log) set to true.
   - Credentials come from the options, else from each SDK's own chain
     (environment, profile files, the instance's role).
 author: gpufleet developers
@@ -104,7 +104,7 @@ options:
   return_plaintext:
     description:
       - Return the plaintext data key, base64-encoded, as RV(plaintext).
-      - Refused unless the task has C(no_log: true), so the key cannot reach a log or a diff.
+      - Refused unless the task sets C(no_log) to true, so the key cannot reach a log or a diff.
     type: bool
     default: false
 notes:

@@ -1,7 +1,9 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Modules carry GPLv3, as ansible-test's validate-modules requires of every
+# module; the rest of the collection is Apache-2.0.
 
 from __future__ import absolute_import, division, print_function
 
@@ -27,7 +29,7 @@ description:
     C(no_log) set to true.
   - Credentials come from the options, else from each SDK's own chain
     (environment, profile files, the instance's role).
-author: gpufleet developers
+author: gpufleet developers (@gpufleet)
 requirements:
   - boto3 for O(provider=aws)
   - alibabacloud_kms20160120 for O(provider=aliyun)
@@ -35,12 +37,18 @@ requirements:
   - huaweicloudsdkkms for O(provider=huawei)
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
-    details: generate and reencrypt report what they would do without calling KMS; decrypt only reads and also runs in check mode.
+    details:
+      - generate and reencrypt report what they would do without calling KMS.
+      - decrypt only reads, and also runs in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
     details: The diff shows the provider and the key id the envelope is wrapped under, never key material.
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 options:
   provider:
@@ -98,7 +106,9 @@ options:
     type: int
     default: 10
   force:
-    description: With O(operation=reencrypt), re-wrap even when the envelope already names O(key_id), to move it to the key's newest version after KMS rotated it.
+    description:
+      - With O(operation=reencrypt), re-wrap even when the envelope already names O(key_id).
+      - This moves the envelope to the key's newest version after KMS rotated the key.
     type: bool
     default: false
   return_plaintext:

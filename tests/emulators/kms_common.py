@@ -109,8 +109,10 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def make_server(handler: type[Handler], key_ids, port: int = 0) -> ThreadingHTTPServer:
-    keyring = KeyRing(key_ids)
+def make_server(handler: type[Handler], key_ids, port: int = 0, keyring: KeyRing | None = None) -> ThreadingHTTPServer:
+    """A server for the keys; pass the keyring of a stopped server to bring
+    the same KMS back (same master keys) on the same port."""
+    keyring = keyring or KeyRing(key_ids)
     bound = type(handler.__name__, (handler,), {"keyring": keyring})
     # Loopback only: the emulators never listen beyond this machine.
     server = ThreadingHTTPServer(("127.0.0.1", port), bound)
@@ -119,17 +121,24 @@ def make_server(handler: type[Handler], key_ids, port: int = 0) -> ThreadingHTTP
     return server
 
 
+def serve_in_thread(server: ThreadingHTTPServer) -> ThreadingHTTPServer:
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def stop(server: ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
 @contextlib.contextmanager
 def running(handler: type[Handler], key_ids, port: int = 0):
     """Serve in a thread; yields the server (``server.server_port``)."""
-    server = make_server(handler, key_ids, port)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = serve_in_thread(make_server(handler, key_ids, port))
     try:
         yield server
     finally:
-        server.shutdown()
-        server.server_close()
+        stop(server)
 
 
 def cli(handler: type[Handler], description: str, argv=None):

@@ -44,8 +44,8 @@ def provider_kms(provider, monkeypatch):
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
             monkeypatch.delenv(name, raising=False)
         with moto.mock_aws():
-            client = boto3.client("kms", region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b")
-            keys = [client.create_key()["KeyMetadata"]["KeyId"] for _ in range(2)]
+            client = boto3.client("kms", region_name="us-east-1", aws_access_key_id="unit", aws_secret_access_key="test")
+            keys = [client.create_key()["KeyMetadata"]["KeyId"], client.create_key()["KeyMetadata"]["KeyId"]]
             kms = Kms("aws", {"region": "us-east-1"}, keys, None, None)
 
             def stop():
@@ -67,14 +67,18 @@ def provider_kms(provider, monkeypatch):
         yield Kms(provider, conn, ["key-one", "key-two"], stop, server.keyring.disabled.add)
 
 
+def _entered(request, monkeypatch):
+    stack = contextlib.ExitStack()
+    request.addfinalizer(stack.close)
+    return stack.enter_context(provider_kms(request.param, monkeypatch))
+
+
 @pytest.fixture(params=["aws", "aliyun", "tencent", "huawei"])
 def kms(request, monkeypatch):
-    with provider_kms(request.param, monkeypatch) as kms:
-        yield kms
+    return _entered(request, monkeypatch)
 
 
 @pytest.fixture(params=["aws", "huawei"])
 def kms_naming_key(request, monkeypatch):
     """The KMSs whose decrypt names the master key and checks it."""
-    with provider_kms(request.param, monkeypatch) as kms:
-        yield kms
+    return _entered(request, monkeypatch)

@@ -138,7 +138,7 @@ def test_provider_must_match_the_envelope(tmp_path):
 
 
 def test_missing_sdk_uses_missing_required_lib(monkeypatch, tmp_path):
-    monkeypatch.setitem(_kms_client.ADAPTERS, "tencent", (type("M", (), {"SDK": "tencentcloud-sdk-python-kms",
-                                                                          "SDK_IMPORT_ERROR": "ImportError"}), None))
+    missing = type("Missing", (), {"SDK": "tencentcloud-sdk-python-kms", "SDK_IMPORT_ERROR": "ImportError"})
+    monkeypatch.setitem(_kms_client.ADAPTERS, "tencent", (missing, None))
     out = run(dict(provider="tencent", key_id="k", path=str(tmp_path / "e")))
     assert out.failed and "tencentcloud-sdk-python-kms" in out.result["msg"]

@@ -10,7 +10,7 @@ __metaclass__ = type
 import base64
 import traceback
 
-from ._kms_envelope import KmsError, split_endpoint
+from ._kms_envelope import KmsAdapter, split_endpoint
 
 try:
     from alibabacloud_credentials.client import Client as CredentialClient
@@ -18,36 +18,30 @@ try:
     from alibabacloud_kms20160120.client import Client
     from alibabacloud_tea_openapi.utils_models import Config
     from Tea.exceptions import TeaException
-except ImportError:
-    HAS_SDK = False
-    SDK_IMPORT_ERROR = traceback.format_exc()
-else:
-    HAS_SDK = True
     SDK_IMPORT_ERROR = None
+except ImportError:
+    SDK_IMPORT_ERROR = traceback.format_exc()
+HAS_SDK = SDK_IMPORT_ERROR is None
 
 SDK = "alibabacloud_kms20160120"
 
 
-class AliyunKms:
-    def __init__(self, region=None, endpoint=None, project_id=None, access_key=None, secret_key=None,
-                 security_token=None, timeout=10):
-        self.endpoint = endpoint or "kms.%s.aliyuncs.com" % region
+class AliyunKms(KmsAdapter):
+    name = "Alibaba Cloud KMS"
+    default_endpoint = "kms.%(region)s.aliyuncs.com"
+
+    def connect(self):
         protocol, host = split_endpoint(self.endpoint)
-        config = Config(
-            region_id=region,
-            endpoint=host,
-            protocol=protocol,
-            connect_timeout=timeout * 1000,
-            read_timeout=timeout * 1000,
-        )
-        if access_key:
-            config.access_key_id = access_key
-            config.access_key_secret = secret_key
-            config.security_token = security_token or None
+        config = Config(region_id=self.region, endpoint=host, protocol=protocol,
+                        connect_timeout=self.timeout * 1000, read_timeout=self.timeout * 1000)
+        if self.access_key:
+            config.access_key_id = self.access_key
+            config.access_key_secret = self.secret_key
+            config.security_token = self.security_token
         else:
             # The SDK's default chain: environment, profile, ECS RAM role.
             config.credential = CredentialClient()
-        self.client = Client(config)
+        return Client(config)
 
     def _call(self, operation, request):
         try:
@@ -56,11 +50,11 @@ class AliyunKms:
             # An error the KMS answered with carries its HTTP status; the
             # SDK's transport failures (connection refused, timeout) do not.
             if getattr(exc, "status_code", None) is not None:
-                raise KmsError("refused", "Alibaba Cloud KMS refused %s: %s: %s" % (operation, exc.code, exc.message))
-            raise KmsError("unreachable", "Alibaba Cloud KMS is unreachable (%s): %s" % (self.endpoint, exc))
+                raise self.refused(operation, exc.code, exc.message)
+            raise self.unreachable(exc)
         except Exception as exc:  # pylint: disable=broad-except
             # Transport errors the SDK lets through unwrapped (requests, sockets).
-            raise KmsError("unreachable", "Alibaba Cloud KMS is unreachable (%s): %s" % (self.endpoint, exc))
+            raise self.unreachable(exc)
 
     def generate(self, key_id, key_bytes):
         body = self._call("generate_data_key", models.GenerateDataKeyRequest(key_id=key_id, number_of_bytes=key_bytes))

@@ -10,47 +10,45 @@ __metaclass__ = type
 import base64
 import traceback
 
-from ._kms_envelope import KmsError
+from ._kms_envelope import KmsAdapter, KmsError
 
 try:
     import boto3
     from botocore.config import Config
     from botocore.exceptions import (BotoCoreError, ClientError, ConnectionClosedError, ConnectTimeoutError,
                                      EndpointConnectionError, ReadTimeoutError)
-except ImportError:
-    HAS_SDK = False
-    SDK_IMPORT_ERROR = traceback.format_exc()
-else:
-    HAS_SDK = True
     SDK_IMPORT_ERROR = None
+except ImportError:
+    SDK_IMPORT_ERROR = traceback.format_exc()
+HAS_SDK = SDK_IMPORT_ERROR is None
 
 SDK = "boto3"
 
 
-class AwsKms:
-    def __init__(self, region=None, endpoint=None, project_id=None, access_key=None, secret_key=None,
-                 security_token=None, timeout=10):
-        self.endpoint = endpoint
+class AwsKms(KmsAdapter):
+    name = "AWS KMS"
+
+    def connect(self):
         # Short timeouts and one retry: at boot a dead endpoint must fail in
         # seconds with a clear message, not hang for botocore's 60 s default.
-        config = Config(connect_timeout=timeout, read_timeout=timeout, retries={"max_attempts": 2, "mode": "standard"})
-        # No keys given: boto3's own chain (environment, profile, instance role).
+        config = Config(connect_timeout=self.timeout, read_timeout=self.timeout,
+                        retries={"max_attempts": 2, "mode": "standard"})
         session = boto3.session.Session(
-            aws_access_key_id=access_key or None,
-            aws_secret_access_key=secret_key or None,
-            aws_session_token=security_token or None,
-            region_name=region or None,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            aws_session_token=self.security_token,
+            region_name=self.region or None,
         )
-        self.client = session.client("kms", endpoint_url=endpoint or None, config=config)
+        return session.client("kms", endpoint_url=self.endpoint, config=config)
 
     def _call(self, operation, **kwargs):
         try:
             return getattr(self.client, operation)(**kwargs)
         except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError) as exc:
-            raise KmsError("unreachable", "AWS KMS is unreachable (%s): %s" % (self.endpoint or "default endpoint", exc))
+            raise self.unreachable(exc)
         except ClientError as exc:
             error = exc.response.get("Error", {})
-            raise KmsError("refused", "AWS KMS refused %s: %s: %s" % (operation, error.get("Code"), error.get("Message")))
+            raise self.refused(operation, error.get("Code"), error.get("Message"))
         except BotoCoreError as exc:
             # NoCredentialsError, NoRegionError and the like: local setup.
             raise KmsError("refused", "AWS KMS %s failed: %s" % (operation, exc))

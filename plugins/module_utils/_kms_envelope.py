@@ -41,6 +41,37 @@ class KmsError(Exception):
         self.kind = kind
 
 
+class KmsAdapter:
+    """What every provider adapter shares: its connection settings and
+    credentials. Subclasses set ``name`` and implement ``connect()``,
+    ``generate(key_id, key_bytes)``, ``decrypt(envelope)`` and
+    ``reencrypt(envelope, key_id)``. Empty credentials mean the SDK's own
+    chain (environment, profile files, the instance's role)."""
+
+    name = "KMS"
+    default_endpoint = None
+
+    def __init__(self, region=None, endpoint=None, project_id=None, access_key=None, secret_key=None,
+                 security_token=None, timeout=10):
+        self.region = region
+        self.endpoint = endpoint or (self.default_endpoint % {"region": region} if self.default_endpoint else None)
+        self.project_id = project_id
+        self.access_key = access_key or None
+        self.secret_key = secret_key or None
+        self.security_token = security_token or None
+        self.timeout = timeout
+        self.client = self.connect()
+
+    def connect(self):
+        raise NotImplementedError
+
+    def unreachable(self, exc):
+        return KmsError("unreachable", "%s is unreachable (%s): %s" % (self.name, self.endpoint or "default endpoint", exc))
+
+    def refused(self, operation, code, message):
+        return KmsError("refused", "%s refused %s: %s: %s" % (self.name, operation, code, message))
+
+
 class Envelope:
     def __init__(self, provider, key_id, ciphertext, key_bytes, region=None, endpoint=None, project_id=None):
         if provider not in PROVIDERS:

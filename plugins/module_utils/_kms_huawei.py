@@ -16,7 +16,7 @@ import binascii
 import hashlib
 import traceback
 
-from ._kms_envelope import KmsError
+from ._kms_envelope import KmsAdapter, KmsError
 
 try:
     from huaweicloudsdkcore.auth.credentials import BasicCredentials
@@ -27,27 +27,27 @@ try:
     from huaweicloudsdkkms.v2 import (CreateDatakeyRequest, CreateDatakeyRequestBody, DecryptDatakeyRequest,
                                       DecryptDatakeyRequestBody, EncryptDatakeyRequest, EncryptDatakeyRequestBody,
                                       KmsClient)
-except ImportError:
-    HAS_SDK = False
-    SDK_IMPORT_ERROR = traceback.format_exc()
-else:
-    HAS_SDK = True
     SDK_IMPORT_ERROR = None
+except ImportError:
+    SDK_IMPORT_ERROR = traceback.format_exc()
+HAS_SDK = SDK_IMPORT_ERROR is None
 
 SDK = "huaweicloudsdkkms"
 
 
-class HuaweiKms:
-    def __init__(self, region=None, endpoint=None, project_id=None, access_key=None, secret_key=None,
-                 security_token=None, timeout=10):
-        self.endpoint = endpoint or "https://kms.%s.myhuaweicloud.com" % region
+class HuaweiKms(KmsAdapter):
+    name = "Huawei Cloud KMS"
+    default_endpoint = "https://kms.%(region)s.myhuaweicloud.com"
+
+    def connect(self):
         config = HttpConfig.get_default_config()
-        config.timeout = (timeout, timeout)
+        config.timeout = (self.timeout, self.timeout)
         builder = KmsClient.new_builder().with_http_config(config).with_endpoint(self.endpoint)
-        if access_key:
-            creds = BasicCredentials(access_key, secret_key, project_id)
-            if security_token:
-                creds = creds.with_security_token(security_token)
+        project_id = self.project_id
+        if self.access_key:
+            creds = BasicCredentials(self.access_key, self.secret_key, project_id)
+            if self.security_token:
+                creds = creds.with_security_token(self.security_token)
             builder = builder.with_credentials(creds)
         elif project_id:
             # The SDK's chain (environment, profile, ECS metadata for the
@@ -56,18 +56,18 @@ class HuaweiKms:
             creds = CredentialProviderChain.get_basic_credential_provider_chain().get_credentials()
             creds.project_id = creds.project_id or project_id
             builder = builder.with_credentials(creds)
-        self.client = builder.build()
+        return builder.build()
 
     def _call(self, operation, request):
         try:
             return getattr(self.client, operation)(request)
         except hw_exceptions.ServiceResponseException as exc:
-            raise KmsError("refused", "Huawei Cloud KMS refused %s: %s: %s" % (operation, exc.error_code, exc.error_msg))
+            raise self.refused(operation, exc.error_code, exc.error_msg)
         except (hw_exceptions.ConnectionException, hw_exceptions.RequestTimeoutException) as exc:
-            raise KmsError("unreachable", "Huawei Cloud KMS is unreachable (%s): %s" % (self.endpoint, exc.error_msg))
+            raise self.unreachable(exc.error_msg)
         except RequestException as exc:
             # Read timeouts reach us from requests unwrapped.
-            raise KmsError("unreachable", "Huawei Cloud KMS is unreachable (%s): %s" % (self.endpoint, exc))
+            raise self.unreachable(exc)
 
     def generate(self, key_id, key_bytes):
         body = CreateDatakeyRequestBody(key_id=key_id, datakey_length=str(key_bytes * 8))

@@ -10,7 +10,7 @@ __metaclass__ = type
 import base64
 import traceback
 
-from ._kms_envelope import KmsError, split_endpoint
+from ._kms_envelope import KmsAdapter, split_endpoint
 
 try:
     from tencentcloud.common import credential
@@ -18,38 +18,37 @@ try:
     from tencentcloud.common.profile.client_profile import ClientProfile
     from tencentcloud.common.profile.http_profile import HttpProfile
     from tencentcloud.kms.v20190118 import kms_client, models
-except ImportError:
-    HAS_SDK = False
-    SDK_IMPORT_ERROR = traceback.format_exc()
-else:
-    HAS_SDK = True
     SDK_IMPORT_ERROR = None
+except ImportError:
+    SDK_IMPORT_ERROR = traceback.format_exc()
+HAS_SDK = SDK_IMPORT_ERROR is None
 
 SDK = "tencentcloud-sdk-python-kms"
 # Codes the SDK itself raises when no answer came back.
 _TRANSPORT_CODES = ("ClientNetworkError", "ServerNetworkError")
 
 
-class TencentKms:
-    def __init__(self, region=None, endpoint=None, project_id=None, access_key=None, secret_key=None,
-                 security_token=None, timeout=10):
-        self.endpoint = endpoint or "kms.tencentcloudapi.com"
+class TencentKms(KmsAdapter):
+    name = "Tencent Cloud KMS"
+    default_endpoint = "kms.tencentcloudapi.com"
+
+    def connect(self):
         protocol, host = split_endpoint(self.endpoint)
-        if access_key:
-            cred = credential.Credential(access_key, secret_key, security_token or None)
+        if self.access_key:
+            cred = credential.Credential(self.access_key, self.secret_key, self.security_token)
         else:
             # The SDK's default chain: environment, profile, CVM role.
             cred = credential.DefaultCredentialProvider().get_credential()
-        profile = ClientProfile(httpProfile=HttpProfile(protocol=protocol, endpoint=host, reqTimeout=timeout))
-        self.client = kms_client.KmsClient(cred, region or "", profile)
+        profile = ClientProfile(httpProfile=HttpProfile(protocol=protocol, endpoint=host, reqTimeout=self.timeout))
+        return kms_client.KmsClient(cred, self.region or "", profile)
 
     def _call(self, operation, request):
         try:
             return getattr(self.client, operation)(request)
         except TencentCloudSDKException as exc:
             if exc.get_code() in _TRANSPORT_CODES:
-                raise KmsError("unreachable", "Tencent Cloud KMS is unreachable (%s): %s" % (self.endpoint, exc.get_message()))
-            raise KmsError("refused", "Tencent Cloud KMS refused %s: %s: %s" % (operation, exc.get_code(), exc.get_message()))
+                raise self.unreachable(exc.get_message())
+            raise self.refused(operation, exc.get_code(), exc.get_message())
 
     def generate(self, key_id, key_bytes):
         request = models.GenerateDataKeyRequest()

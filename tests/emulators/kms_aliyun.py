@@ -15,9 +15,9 @@ from urllib.parse import parse_qs, urlsplit
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from kms_common import Handler, KmsFault, cli, request_id  # pragma: no cover
+    from kms_common import Handler, KmsFault, b64_blob, cli, request_id  # pragma: no cover
 else:
-    from .kms_common import Handler, KmsFault, cli, request_id
+    from .kms_common import Handler, KmsFault, b64_blob, cli, request_id
 
 CODES = {"KeyNotFound": "Forbidden.KeyNotFound", "KeyDisabled": "Rejected.Disabled", "InvalidCiphertext": "InvalidCiphertext"}
 
@@ -48,12 +48,6 @@ class AliyunKmsHandler(Handler):
     def error(self, status, code, message):
         self.send_json(status, json.dumps({"RequestId": request_id(), "HostId": "kms.emulator", "Code": code, "Message": message}))
 
-    def _blob(self, params):
-        try:
-            return base64.b64decode(params["CiphertextBlob"], validate=True)
-        except (KeyError, ValueError):
-            raise KmsFault(400, "InvalidParameter", "CiphertextBlob is missing or not base64") from None
-
     def generate_data_key(self, params):
         key_id = params.get("KeyId", "")
         size = int(params.get("NumberOfBytes") or (16 if params.get("KeySpec") == "AES_128" else 32))
@@ -67,11 +61,11 @@ class AliyunKmsHandler(Handler):
         }
 
     def decrypt(self, params):
-        key_id, plaintext = self.keyring.unwrap(self._blob(params))
+        key_id, plaintext = self.keyring.unwrap(b64_blob(params))
         return {"KeyId": key_id, "KeyVersionId": f"{key_id}-v1", "Plaintext": base64.b64encode(plaintext).decode()}
 
     def re_encrypt(self, params):
-        _source, plaintext = self.keyring.unwrap(self._blob(params))
+        _source, plaintext = self.keyring.unwrap(b64_blob(params))
         key_id = params.get("DestinationKeyId", "")
         blob = self.keyring.wrap(key_id, plaintext)
         return {"KeyId": key_id, "KeyVersionId": f"{key_id}-v1", "CiphertextBlob": base64.b64encode(blob).decode()}

@@ -11,6 +11,7 @@ its cloud's documented request and response shapes to the official SDK.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import hashlib
 import hmac
@@ -78,6 +79,14 @@ class KeyRing:
         if not hmac.compare_digest(hmac.new(secret, blob[:-16], hashlib.sha256).digest()[:16], tag):
             raise KmsFault(400, "InvalidCiphertext", "the ciphertext does not verify under its key")
         return key_id, bytes(a ^ b for a, b in zip(body, self._stream(secret, nonce, len(body))))
+
+
+def b64_blob(params) -> bytes:
+    """The CiphertextBlob parameter (base64), as Alibaba and Tencent send it."""
+    try:
+        return base64.b64decode(params["CiphertextBlob"], validate=True)
+    except (KeyError, ValueError):
+        raise KmsFault(400, "InvalidParameter", "CiphertextBlob is missing or not base64") from None
 
 
 def request_id() -> str:

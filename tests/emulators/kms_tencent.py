@@ -15,9 +15,9 @@ import sys
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from kms_common import Handler, KmsFault, cli, request_id  # pragma: no cover
+    from kms_common import Handler, KmsFault, b64_blob, cli, request_id  # pragma: no cover
 else:
-    from .kms_common import Handler, KmsFault, cli, request_id
+    from .kms_common import Handler, KmsFault, b64_blob, cli, request_id
 
 CODES = {
     "KeyNotFound": "ResourceUnavailable.CmkNotFound",
@@ -49,13 +49,6 @@ class TencentKmsHandler(Handler):
     def error(self, code, message):
         self.send_json(200, json.dumps({"Response": {"Error": {"Code": code, "Message": message}, "RequestId": request_id()}}))
 
-    @staticmethod
-    def _blob(params):
-        try:
-            return base64.b64decode(params["CiphertextBlob"], validate=True)
-        except (KeyError, ValueError):
-            raise KmsFault(400, "InvalidParameter", "CiphertextBlob is missing or not base64") from None
-
     def generate_data_key(self, params):
         key_id = params.get("KeyId", "")
         size = int(params.get("NumberOfBytes") or (16 if params.get("KeySpec") == "AES_128" else 32))
@@ -67,11 +60,11 @@ class TencentKmsHandler(Handler):
         }
 
     def decrypt(self, params):
-        key_id, plaintext = self.keyring.unwrap(self._blob(params))
+        key_id, plaintext = self.keyring.unwrap(b64_blob(params))
         return {"KeyId": key_id, "Plaintext": base64.b64encode(plaintext).decode()}
 
     def re_encrypt(self, params):
-        source, plaintext = self.keyring.unwrap(self._blob(params))
+        source, plaintext = self.keyring.unwrap(b64_blob(params))
         key_id = params.get("DestinationKeyId") or source
         return {
             "CiphertextBlob": base64.b64encode(self.keyring.wrap(key_id, plaintext)).decode(),

@@ -83,8 +83,8 @@ def test_two_timer_cycles_meet_the_rpo(s3, record_property):
     """RPO 1 min: a run every 20 s, each stopped after 30 s at most."""
     with node() as name:
         sh(name, "mkdir -p /srv/data && echo step-1 > /srv/data/COMPLETE && echo a > /srv/data/a")
-        rc, out, _stats = apply_role(name, ROLE, role_vars(s3, backup_rpo_minutes=1, backup_interval_seconds=20,
-                                                             backup_max_runtime_seconds=30))
+        fast = {"backup_rpo_minutes": 1, "backup_interval_seconds": 20, "backup_max_runtime_seconds": 30}
+        rc, out, _stats = apply_role(name, ROLE, role_vars(s3, **fast))
         assert rc == 0, out[-4000:]
         # The timer's first run is 60 s after boot; start the cycle now.
         sh(name, "systemctl start gpufleet-backup.service")

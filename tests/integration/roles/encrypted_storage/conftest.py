@@ -104,4 +104,3 @@ def host_kms(request):
         yield kms
     finally:
         kms.stop()
-

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.helpers import node_exec
-from tests.integration.storage_nodes import apply_role
+from tests.integration.storage_nodes import assert_fails_in_preflight
 
 pytestmark = pytest.mark.lab
 
@@ -29,10 +28,5 @@ CASES = {
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
 def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node):
     extra, variable = CASES[case]
-    rc, out, stats = apply_role(fresh_node, "gpufleet.cloud.encrypted_storage", dict(GOOD, **extra))
-    assert rc == 2, out
-    assert variable in out, f"the error does not name {variable}:\n{out}"
-    assert stats["failed"] == 1 and stats["changed"] == 0, out
-    for path in ("/etc/gpufleet", "/opt/gpufleet", "/var/lib/gpufleet"):
-        assert node_exec(fresh_node, "test", "-e", path).returncode == 1, path
-    assert "installed" not in node_exec(fresh_node, "dpkg-query", "-W", "-f", "${Status}", "cryptsetup-bin").stdout.split()
+    assert_fails_in_preflight(fresh_node, "gpufleet.cloud.encrypted_storage", dict(GOOD, **extra), variable,
+                              absent=["/etc/gpufleet", "/opt/gpufleet", "/var/lib/gpufleet"], packages=["cryptsetup-bin"])

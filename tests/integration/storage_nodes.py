@@ -11,6 +11,7 @@ by files they created, named after the node, and ``node()`` detaches those
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -58,6 +59,7 @@ def node(image: str = "localhost/gpufleet-debian:12", *, privileged: bool = Fals
     subprocess.run(argv + [image, "/sbin/init"], check=True, capture_output=True)
     try:
         node_exec(name, "systemctl", "is-system-running", "--wait")
+        trust_host_cas(name)
         yield name
     finally:
         # Stop first: systemd stops the volume units, which lock the volumes
@@ -65,6 +67,18 @@ def node(image: str = "localhost/gpufleet-debian:12", *, privileged: bool = Fals
         subprocess.run(["podman", "stop", "-t", "20", name], check=False, capture_output=True)
         subprocess.run(["podman", "rm", "-f", "-t", "2", name], check=False, capture_output=True)
         detach_loops_of(name)
+
+
+def trust_host_cas(name: str) -> None:
+    """Roles install the KMS SDKs from PyPI through this machine's egress,
+    which may present its own CA: give the node the CAs the host added, and
+    point pip at the system bundle."""
+    extra = sorted(glob.glob("/usr/local/share/ca-certificates/*.crt"))
+    for cert in extra:
+        subprocess.run(["podman", "cp", cert, f"{name}:/usr/local/share/ca-certificates/"], check=True)
+    if extra:
+        node_exec(name, "update-ca-certificates")
+    node_exec(name, "sh", "-c", "printf '[global]\\ncert = /etc/ssl/certs/ca-certificates.crt\\n' > /etc/pip.conf")
 
 
 def apply_role(name: str, role: str, variables: dict, *extra: str):

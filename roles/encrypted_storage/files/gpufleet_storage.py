@@ -242,10 +242,10 @@ class Volume:
     def fscrypt_prepare(self):
         actions = self.fscrypt_mount(create=True)
         if not os.path.exists("/etc/fscrypt.conf"):
-            self._check(["fscrypt", "setup", "--quiet"], "fscrypt setup")
+            self._check(["fscrypt", "setup", "--force", "--quiet"], "fscrypt setup")
             actions.append("fscrypt setup")
         if not os.path.isdir(os.path.join(self.cfg["mount_point"], ".fscrypt")):
-            self._check(["fscrypt", "setup", self.cfg["mount_point"], "--quiet"], "fscrypt setup (file system)")
+            self._check(["fscrypt", "setup", self.cfg["mount_point"], "--force", "--quiet"], "fscrypt setup (file system)")
             actions.append("fscrypt setup %s" % self.cfg["mount_point"])
         directory = self.cfg["fscrypt_dir"]
         if not os.path.isdir(directory):

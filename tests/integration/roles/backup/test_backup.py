@@ -104,3 +104,27 @@ def test_two_timer_cycles_meet_the_rpo(s3, record_property):
         timers = sh(name, "systemctl list-timers --all --output json --no-pager", check=False)
         if timers.returncode == 0 and timers.stdout.startswith("["):
             assert any(t.get("unit") == "gpufleet-backup.timer" for t in json.loads(timers.stdout))
+
+
+def test_kms_wrapped_repository_password(s3):
+    """The password is a data key wrapped by KMS (the Tencent emulator):
+    restic gets it from gpufleet-kms through a pipe, and no file holds it."""
+    from tests.emulators import kms_common, kms_tencent
+    from tests.integration.storage_nodes import files_containing
+
+    with kms_common.running(kms_tencent.TencentKmsHandler, ["backup-key"]) as kms, node() as name:
+        sh(name, "mkdir -p /srv/data && echo step-1 > /srv/data/COMPLETE && echo a > /srv/data/a")
+        password_kms = {"provider": "tencent", "key_id": "backup-key", "region": "ap-guangzhou",
+                        "endpoint": f"http://{HOST_LOOPBACK}:{kms.server_port}",
+                        "credentials": {"access_key": "AKIDlab", "secret_key": "lab-kms-secret"}}
+        rc, out, _stats = apply_role(name, ROLE, role_vars(s3, backup_password="", backup_password_kms=password_kms))
+        assert rc == 0, out[-4000:]
+        env = sh(name, "cat /etc/gpufleet/backup/restic.env").stdout
+        assert "RESTIC_PASSWORD_COMMAND='/usr/local/sbin/gpufleet-kms decrypt" in env
+        assert sh(name, "test -e /etc/gpufleet/backup/repository.password", check=False).returncode == 1
+        sh(name, "systemctl start gpufleet-backup.service")
+        assert metrics(name)["gpufleet_backup_snapshots"] == 1
+        password = sh(name, "gpufleet-kms decrypt /etc/gpufleet/kms/backup-repository.envelope --encoding hex"
+                            " --credentials /etc/gpufleet/backup/kms-credentials.json").stdout.strip()
+        assert len(password) == 64
+        assert files_containing(name, bytes.fromhex(password)) == []

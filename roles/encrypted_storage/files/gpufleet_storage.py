@@ -215,7 +215,8 @@ class Volume:
         result = self.run(["fscrypt", "status", self.cfg["fscrypt_dir"]])
         out = (result.stdout or b"").decode()
         if result.returncode != 0:
-            if "not encrypted" in text(result):
+            # fscrypt wraps its messages at the terminal width: compare words.
+            if "is not encrypted" in " ".join(text(result).split()):
                 return "none"
             raise StorageError("fscrypt status failed: %s" % text(result))
         return "unlocked" if "Unlocked: Yes" in out else "locked"

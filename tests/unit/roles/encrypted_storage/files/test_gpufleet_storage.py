@@ -140,7 +140,7 @@ def test_fscrypt_wrong_key_is_reported(tmp_path):
 
 def test_fscrypt_prepare_makes_an_encrypted_filesystem_on_a_blank_device(tmp_path, monkeypatch):
     runner = Runner({"blkid": (2, ""), "dumpe2fs": (0, "Filesystem features: has_journal encrypt\n"),
-                     "fscrypt status": (1, "file or directory is not encrypted")})
+                     "fscrypt status": (1, '[ERROR] fscrypt status: file or directory "/d" is not\nencrypted')})
     vol = volume(tmp_path, backend="fscrypt", runner=runner)
     monkeypatch.setattr(storage.os.path, "exists", lambda p: p != "/etc/fscrypt.conf" and os.access(p, os.F_OK))
     actions = vol.prepare()

@@ -78,6 +78,12 @@ def kms(request, monkeypatch):
     return _entered(request, monkeypatch)
 
 
+@pytest.fixture(params=["aliyun", "tencent", "huawei"])
+def kms_with_key_states(request, monkeypatch):
+    """The KMSs that model disabled keys (moto does not)."""
+    return _entered(request, monkeypatch)
+
+
 @pytest.fixture(params=["aws", "huawei"])
 def kms_naming_key(request, monkeypatch):
     """The KMSs whose decrypt names the master key and checks it."""

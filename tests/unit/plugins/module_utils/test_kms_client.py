@@ -32,9 +32,8 @@ def test_reencrypt_moves_the_same_key_to_another_master_key(kms):
     assert _kms_client.decrypt(moved, **CREDS) == plaintext
 
 
-def test_a_disabled_master_key_is_a_refusal(kms):
-    if kms.disable is None:
-        pytest.skip("moto does not refuse a disabled key; the other refusals cover AWS")
+def test_a_disabled_master_key_is_a_refusal(kms_with_key_states):
+    kms = kms_with_key_states
     _plaintext, env = _kms_client.generate(kms.provider, kms.keys[0], 32, **kms.connection, **CREDS)
     kms.disable(kms.keys[0])
     with pytest.raises(KmsError) as err:

@@ -25,7 +25,8 @@ def test_secrets_are_0600(host):
     assert_file(host, "/etc/gpufleet/backup/rclone.conf", mode=0o600)
     env = assert_file(host, "/etc/gpufleet/backup/restic.env", mode=0o600,
                       contains=("RESTIC_PASSWORD_FILE=/etc/gpufleet/backup/repository.password",))
-    assert "RESTIC_REPOSITORY='s3:http://10.0.2.2:39151/gpufleet-backup/" in env
+    repository = next(line for line in env.splitlines() if line.startswith("RESTIC_REPOSITORY="))
+    assert repository.split("=", 1)[1].strip("'") == f"s3:http://10.0.2.2:39151/gpufleet-backup/{host.backend.hostname}"
 
 
 @pytest.mark.parametrize("timer", ["gpufleet-backup", "gpufleet-backup-prune", "gpufleet-backup-check", "gpufleet-rclone-sync"])

@@ -59,8 +59,9 @@ def test_back_up_change_delete_restore_and_compare(s3):
         assert stats["changed"] > 0
         original = checksums(name, "/srv/data")
 
+        # The timer may already have run once (its boot delay has passed).
         sh(name, "systemctl start gpufleet-backup.service")
-        assert metrics(name)["gpufleet_backup_snapshots"] == 1
+        assert metrics(name)["gpufleet_backup_snapshots"] >= 1
         # Change one file, delete another.
         sh(name, "echo corrupted > /srv/data/ckpt/model.bin && rm /srv/data/ckpt/meta.json")
         assert checksums(name, "/srv/data") != original
@@ -123,7 +124,7 @@ def test_kms_wrapped_repository_password(s3):
         assert "RESTIC_PASSWORD_COMMAND='/usr/local/sbin/gpufleet-kms decrypt" in env
         assert sh(name, "test -e /etc/gpufleet/backup/repository.password", check=False).returncode == 1
         sh(name, "systemctl start gpufleet-backup.service")
-        assert metrics(name)["gpufleet_backup_snapshots"] == 1
+        assert metrics(name)["gpufleet_backup_snapshots"] >= 1
         password = sh(name, "gpufleet-kms decrypt /etc/gpufleet/kms/backup-repository.envelope --encoding hex"
                             " --credentials /etc/gpufleet/backup/kms-credentials.json").stdout.strip()
         assert len(password) == 64

@@ -302,7 +302,8 @@ def main():
     params = module.params
     if params["return_plaintext"] and not module.no_log:
         module.fail_json(msg="return_plaintext: set no_log: true on this task, so the data key cannot reach a log")
-    if params["provider"] == "huawei" and params["access_key"] and not params["project_id"]:
+    # decrypt and reencrypt take the project from the envelope.
+    if params["provider"] == "huawei" and params["operation"] == "generate" and params["access_key"] and not params["project_id"]:
         module.fail_json(msg="project_id: Huawei Cloud KMS needs the project id with access keys")
     sdk, error = _kms_client.sdk_status(params["provider"])
     if error and not (module.check_mode and params["operation"] != "decrypt"):

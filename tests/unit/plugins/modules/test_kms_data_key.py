@@ -108,6 +108,18 @@ def test_reencrypt_rewraps_the_same_key(kms, tmp_path):
     assert not run(base_args(kms, operation="reencrypt", key_id=kms.keys[1], path=str(path))).result["changed"]
 
 
+def test_reencrypt_takes_the_connection_from_the_envelope(kms, tmp_path):
+    # The role passes only provider, key and credentials when re-wrapping.
+    path = tmp_path / "data.envelope"
+    run(base_args(kms, key_id=kms.keys[0], path=str(path)))
+    key = plaintext_of(path)
+    args = dict(provider=kms.provider, operation="reencrypt", key_id=kms.keys[1], path=str(path),
+                access_key=CREDS["access_key"], secret_key=CREDS["secret_key"], timeout=3)
+    out = run(args)
+    assert not out.failed, out.result
+    assert plaintext_of(path) == key
+
+
 def test_decrypt_returns_the_key_only_under_no_log(kms, tmp_path):
     path = tmp_path / "data.envelope"
     run(base_args(kms, key_id=kms.keys[0], path=str(path)))

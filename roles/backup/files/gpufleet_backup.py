@@ -1,0 +1,206 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""gpufleet-backup: one restic backup, retention or verification run.
+
+    gpufleet-backup init     create the repository unless it exists
+    gpufleet-backup run      pre hooks, restic backup, post hooks, metrics
+    gpufleet-backup prune    restic forget --prune with the retention policy
+    gpufleet-backup check    restic check on a subset of the data, then a
+                             test restore of a sample file
+    gpufleet-backup metrics  rewrite the metrics from the repository
+
+Settings come from /etc/gpufleet/backup/settings.json, the repository,
+its credentials and password (file or KMS password command) from the
+environment (systemd's EnvironmentFile). Metrics go to node_exporter's
+textfile collector, written atomically so a scrape never sees half a file.
+Standard library only: it runs on the system Python."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SETTINGS = "/etc/gpufleet/backup/settings.json"
+METRIC_PREFIX = "gpufleet_backup_"
+
+
+class BackupError(Exception):
+    pass
+
+
+def default_run(argv, **kwargs):
+    return subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
+
+
+class Backup:
+    def __init__(self, settings, run=default_run, now=time.time, log=None):
+        self.cfg = settings
+        self.run = run
+        self.now = now
+        self.log = log or (lambda message: sys.stderr.write("gpufleet-backup: %s\n" % message))
+
+    def restic(self, *args):
+        result = self.run(["restic", "--no-cache"] + self.cfg.get("restic_options", []) + list(args))
+        if result.returncode != 0:
+            raise BackupError("restic %s failed: %s" % (args[0], (result.stderr or result.stdout).strip()))
+        return result.stdout
+
+    # -- metrics -------------------------------------------------------------
+    def _metrics_path(self):
+        return os.path.join(self.cfg["textfile_dir"], "gpufleet_backup.prom")
+
+    def read_metrics(self):
+        values = {}
+        try:
+            with open(self._metrics_path()) as handle:
+                for line in handle:
+                    if line.startswith(METRIC_PREFIX):
+                        name, value = line.rsplit(" ", 1)
+                        values[name.split("{")[0][len(METRIC_PREFIX):]] = float(value)
+        except (IOError, OSError, ValueError):
+            pass
+        return values
+
+    def write_metrics(self, **updates):
+        """Merge updates into the metrics file (atomic rename)."""
+        values = self.read_metrics()
+        values.update(updates)
+        values["rpo_seconds"] = self.cfg["rpo_minutes"] * 60
+        helps = {
+            "last_success_timestamp_seconds": "Unix time of the last successful backup.",
+            "last_run_timestamp_seconds": "Unix time the last backup run ended, successful or not.",
+            "last_run_success": "1 if the last backup run succeeded, else 0.",
+            "last_duration_seconds": "Seconds the last backup run took.",
+            "snapshots": "Snapshots of this host in the repository.",
+            "rpo_seconds": "Recovery point objective: the oldest the last success may be.",
+            "check_last_success_timestamp_seconds": "Unix time of the last successful restic check and test restore.",
+            "prune_last_success_timestamp_seconds": "Unix time of the last successful forget --prune.",
+        }
+        lines = []
+        for name in sorted(values):
+            metric = METRIC_PREFIX + name
+            lines.append("# HELP %s %s" % (metric, helps.get(name, name)))
+            lines.append("# TYPE %s gauge" % metric)
+            lines.append("%s %s" % (metric, repr(float(values[name])) if values[name] % 1 else int(values[name])))
+        directory = self.cfg["textfile_dir"]
+        fd, tmp = tempfile.mkstemp(prefix=".gpufleet_backup.", dir=directory)
+        with os.fdopen(fd, "w") as handle:
+            handle.write("\n".join(lines) + "\n")
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, self._metrics_path())
+
+    def snapshots(self):
+        return json.loads(self.restic("snapshots", "--json", "--host", self.cfg["host"]) or "[]")
+
+    # -- commands --------------------------------------------------------------
+    def init(self):
+        result = self.run(["restic", "--no-cache"] + self.cfg.get("restic_options", []) + ["cat", "config"])
+        if result.returncode == 0:
+            return False
+        self.restic("init")
+        return True
+
+    def hooks(self, which):
+        for command in self.cfg.get(which, []):
+            result = self.run(["/bin/sh", "-ec", command])
+            if result.returncode != 0:
+                raise BackupError("%s hook %r failed (%d): %s" % (which, command, result.returncode,
+                                                                  (result.stderr or result.stdout).strip()))
+
+    def backup(self):
+        started = self.now()
+        try:
+            # A failing pre hook (say, no complete checkpoint yet) skips the
+            # run: a snapshot of half-written files is worse than none.
+            self.hooks("pre_hooks")
+            args = ["backup", "--host", self.cfg["host"], "--tag", "gpufleet"]
+            for pattern in self.cfg.get("exclude", []):
+                args += ["--exclude", pattern]
+            self.restic(*(args + self.cfg["paths"]))
+            self.hooks("post_hooks")
+            count = len(self.snapshots())
+        except BackupError:
+            self.write_metrics(last_run_success=0, last_run_timestamp_seconds=self.now(),
+                               last_duration_seconds=self.now() - started)
+            raise
+        ended = self.now()
+        self.write_metrics(last_success_timestamp_seconds=ended, last_run_success=1,
+                           last_run_timestamp_seconds=ended, last_duration_seconds=ended - started, snapshots=count)
+        self.log("backup done in %.1fs; %d snapshots" % (ended - started, count))
+
+    def prune(self):
+        args = ["forget", "--prune", "--host", self.cfg["host"], "--tag", "gpufleet"]
+        for flag, value in sorted(self.cfg["retention"].items()):
+            if value:
+                args += ["--keep-%s" % flag, str(value)]
+        self.restic(*args)
+        self.write_metrics(prune_last_success_timestamp_seconds=self.now(), snapshots=len(self.snapshots()))
+
+    def check(self, rng=random):
+        self.restic("check", "--read-data-subset", self.cfg.get("check_read_data_subset", "5%"))
+        self.test_restore(rng)
+        self.write_metrics(check_last_success_timestamp_seconds=self.now())
+
+    def test_restore(self, rng=random):
+        """Restore one file of the latest snapshot and compare its size
+        with the snapshot's record of it."""
+        listing = self.restic("ls", "--json", "--host", self.cfg["host"], "latest")
+        files = []
+        for line in listing.splitlines():
+            try:
+                node = json.loads(line)
+            except ValueError:
+                continue
+            if node.get("type") == "file":
+                files.append(node)
+        if not files:
+            self.log("test restore: the latest snapshot has no files")
+            return
+        sample = rng.choice(files)
+        target = tempfile.mkdtemp(prefix="gpufleet-restore-test.")
+        try:
+            self.restic("restore", "latest", "--host", self.cfg["host"], "--target", target, "--include", sample["path"])
+            restored = os.path.join(target, sample["path"].lstrip("/"))
+            if not os.path.isfile(restored) or os.path.getsize(restored) != sample.get("size", 0):
+                raise BackupError("test restore of %s gave a different file" % sample["path"])
+        finally:
+            shutil.rmtree(target, ignore_errors=True)
+        self.log("test restore of %s matched" % sample["path"])
+
+    def metrics(self):
+        self.write_metrics(snapshots=len(self.snapshots()))
+
+
+def main(argv=None, factory=None):
+    argv = sys.argv[1:] if argv is None else argv
+    commands = ("init", "run", "prune", "check", "metrics")
+    if len(argv) != 1 or argv[0] not in commands:
+        sys.stderr.write("usage: gpufleet-backup {%s}\n" % ",".join(commands))
+        return 2
+    try:
+        if factory:
+            backup = factory()
+        else:
+            with open(SETTINGS) as handle:
+                backup = Backup(json.load(handle))
+        if argv[0] == "init":
+            print(json.dumps({"changed": backup.init()}))
+        else:
+            getattr(backup, "backup" if argv[0] == "run" else argv[0])()
+    except (BackupError, IOError, OSError, ValueError) as exc:
+        sys.stderr.write("gpufleet-backup %s failed: %s\n" % (argv[0], exc))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

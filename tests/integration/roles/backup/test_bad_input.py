@@ -1,0 +1,30 @@
+"""Bad inputs to gpufleet.cloud.backup fail in preflight and change nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.storage_nodes import assert_fails_in_preflight
+
+pytestmark = pytest.mark.lab
+
+GOOD = {
+    "backup_repository_endpoint": "s3.us-east-1.amazonaws.com",
+    "backup_repository_bucket": "gpufleet-backup",
+    "backup_password": "a-long-enough-password",
+    "backup_paths": ["/srv/data"],
+}
+
+CASES = {
+    "schedule cannot meet the RPO": ({"backup_rpo_minutes": 5, "backup_interval_seconds": 300}, "backup_rpo_minutes"),
+    "missing bucket endpoint": ({"backup_repository_endpoint": ""}, "backup_repository_endpoint"),
+    "unknown KMS provider for the password": (
+        {"backup_password": "", "backup_password_kms": {"provider": "gcp", "key_id": "k"}}, "backup_password_kms"),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node):
+    extra, variable = CASES[case]
+    assert_fails_in_preflight(fresh_node, "gpufleet.cloud.backup", dict(GOOD, **extra), variable,
+                              absent=["/etc/gpufleet/backup"], packages=["restic"])

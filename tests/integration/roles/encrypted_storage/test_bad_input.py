@@ -1,0 +1,32 @@
+"""Bad inputs to gpufleet.cloud.encrypted_storage fail in preflight and
+change nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.storage_nodes import assert_fails_in_preflight
+
+pytestmark = pytest.mark.lab
+
+GOOD = {
+    "encrypted_storage_kms_provider": "aws",
+    "encrypted_storage_kms_key_id": "alias/gpufleet-storage",
+    "encrypted_storage_loop_file": "/var/lib/gpufleet/storage/data.img",
+}
+
+CASES = {
+    "LUKS device that does not exist": (
+        {"encrypted_storage_loop_file": "", "encrypted_storage_device": "/dev/gpufleet-no-such-disk"}, "encrypted_storage_device"),
+    "unknown KMS provider": ({"encrypted_storage_kms_provider": "gcp"}, "encrypted_storage_kms_provider"),
+    "no master key": ({"encrypted_storage_kms_key_id": ""}, "encrypted_storage_kms_key_id"),
+    "unknown backend": ({"encrypted_storage_backend": "zfs"}, "encrypted_storage_backend"),
+    "system directory as mount point": ({"encrypted_storage_mount_point": "/usr"}, "encrypted_storage_mount_point"),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node):
+    extra, variable = CASES[case]
+    assert_fails_in_preflight(fresh_node, "gpufleet.cloud.encrypted_storage", dict(GOOD, **extra), variable,
+                              absent=["/etc/gpufleet", "/opt/gpufleet", "/var/lib/gpufleet"], packages=["cryptsetup-bin"])

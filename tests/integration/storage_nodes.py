@@ -1,0 +1,158 @@
+"""Test nodes for the encrypted_storage and backup roles.
+
+Nodes that need a KMS or an S3 server started by the test on the host's
+127.0.0.1 run with slirp4netns and allow_host_loopback: they keep their own
+network namespace and see the host's loopback as 10.0.2.2. Nodes that use
+loop devices are privileged; a privileged container sees every device of
+the host, so the roles and these tests only ever touch loop devices backed
+by files they created, named after the node, and ``node()`` detaches those
+(and only those) when it removes the node, even after a failure."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from tests.integration.helpers import node_exec, recap, run_playbook
+
+HOST_LOOPBACK = "10.0.2.2"
+
+
+def unavailable(reason: str):
+    # In CI a missing prerequisite is a broken setup, never a silent skip.
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def detach_loops_of(name: str) -> list[str]:
+    """Detach the loop devices whose backing file carries the node's name."""
+    out = subprocess.run(["losetup", "--list", "--json"], capture_output=True, text=True, check=False).stdout
+    detached = []
+    for dev in json.loads(out or '{"loopdevices": []}').get("loopdevices", []):
+        if name in (dev.get("back-file") or ""):
+            subprocess.run(["losetup", "--detach", dev["name"]], check=False)
+            detached.append(dev["name"])
+    return detached
+
+
+@contextlib.contextmanager
+def node(image: str = "localhost/gpufleet-debian:12", *, privileged: bool = False, host_loopback: bool = True):
+    if not shutil.which("podman"):
+        unavailable("podman is not installed")
+    if subprocess.run(["podman", "image", "exists", image], check=False).returncode != 0:
+        unavailable(f"{image} is missing: run `make images`")
+    name = f"gpufleet-test-{uuid.uuid4().hex[:8]}"
+    argv = ["podman", "run", "-d", "--name", name, "--hostname", name]
+    if privileged:
+        argv.append("--privileged")
+    if host_loopback:
+        argv += ["--network", "slirp4netns:allow_host_loopback=true"]
+    subprocess.run(argv + [image, "/sbin/init"], check=True, capture_output=True)
+    try:
+        node_exec(name, "systemctl", "is-system-running", "--wait")
+        trust_host_cas(name)
+        yield name
+    finally:
+        # Stop first: systemd stops the volume units, which lock the volumes
+        # and detach their loop devices the clean way.
+        subprocess.run(["podman", "stop", "-t", "20", name], check=False, capture_output=True)
+        subprocess.run(["podman", "rm", "-f", "-t", "2", name], check=False, capture_output=True)
+        detach_loops_of(name)
+
+
+def trust_host_cas(name: str) -> None:
+    """Roles install the KMS SDKs from PyPI through this machine's egress,
+    which may present its own CA: give the node the CAs the host added, and
+    point pip at the system bundle."""
+    extra = sorted(glob.glob("/usr/local/share/ca-certificates/*.crt"))
+    for cert in extra:
+        subprocess.run(["podman", "cp", cert, f"{name}:/usr/local/share/ca-certificates/"], check=True)
+    if extra:
+        node_exec(name, "update-ca-certificates")
+    node_exec(name, "sh", "-c", "printf '[global]\\ncert = /etc/ssl/certs/ca-certificates.crt\\n' > /etc/pip.conf")
+
+
+def apply_role(name: str, role: str, variables: dict, *extra: str):
+    """Run one role on the node; returns (returncode, output, recap of the node)."""
+    play = f"- hosts: all\n  gather_facts: true\n  roles:\n    - {role}\n"
+    path = f"/tmp/{name}-{uuid.uuid4().hex[:6]}.yml"
+    with open(path, "w") as handle:
+        handle.write(play)
+    try:
+        result = run_playbook("-i", f"{name},", "-c", "containers.podman.podman", "-e", json.dumps(variables), *extra, path)
+    finally:
+        os.unlink(path)
+    out = result.stdout + result.stderr
+    return result.returncode, out, recap(result.stdout).get(name, {})
+
+
+def assert_fails_in_preflight(name: str, role: str, variables: dict, variable: str, absent=(), packages=()):
+    """The role fails, names the variable, changes nothing, and leaves the
+    paths and packages it would manage absent."""
+    rc, out, stats = apply_role(name, role, variables)
+    assert rc == 2, out
+    assert variable in out, f"the error does not name {variable}:\n{out}"
+    assert stats["failed"] == 1 and stats["changed"] == 0, out
+    for path in absent:
+        assert node_exec(name, "test", "-e", path).returncode == 1, path
+    for package in packages:
+        assert "installed" not in node_exec(name, "dpkg-query", "-W", "-f", "${Status}", package).stdout.split(), package
+
+
+def sh(name: str, script: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = node_exec(name, "/bin/sh", "-c", script)
+    if check:
+        assert result.returncode == 0, f"{script}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+SEARCH = r"""
+import base64, os, sys
+needles = [bytes.fromhex(h) for h in sys.argv[1:]]
+forms = []
+for key in needles:
+    forms += [key, key.hex().encode(), key.hex().upper().encode(), base64.b64encode(key)]
+hits = []
+skip = ("/proc", "/sys", "/dev", "/run/udev")
+for root, dirs, files in os.walk("/"):
+    dirs[:] = [d for d in dirs if os.path.join(root, d) not in skip]
+    for f in files:
+        path = os.path.join(root, f)
+        try:
+            if not os.path.isfile(path) or os.path.islink(path):
+                continue
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        if any(form in data for form in forms):
+            hits.append(path)
+print("\n".join(hits))
+"""
+
+
+def files_containing(name: str, *keys: bytes) -> list[str]:
+    """Every file on the node (the loop files included) holding any key in
+    raw, hex or base64 form. The keys travel as hex arguments of this one
+    podman exec: they reach the node's process table, never its disk."""
+    result = node_exec(name, "python3", "-c", SEARCH, *(k.hex() for k in keys))
+    assert result.returncode == 0, result.stderr
+    return [line for line in result.stdout.splitlines() if line]
+
+
+def sha256_of(name: str, path: str, length: int | None = None) -> str:
+    cmd = f"head -c {length} {path} | sha256sum" if length else f"sha256sum {path}"
+    return sh(name, cmd).stdout.split()[0]
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

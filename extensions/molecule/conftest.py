@@ -65,12 +65,14 @@ def container(major_version: int) -> str:
 
 
 def ansible_playbook(playbook: Path, *nodes: str, extra_vars: dict | None = None) -> subprocess.CompletedProcess:
-    """Run a playbook of this checkout against scenario nodes over podman,
-    the way a user would, with the project's ansible.cfg."""
+    """Run a playbook of this checkout against scenario nodes, the way a user
+    would: with the project's ansible.cfg and the scenario's own inventory,
+    so the nodes keep the variables they were converged with."""
     root = project_dir()
+    inventory = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
     env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", ",".join(nodes) + ","]
-    argv += ["-c", "containers.podman.podman", "-e", json.dumps(extra_vars or {}), str(playbook)]
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), "--limit", ",".join(nodes)]
+    argv += ["-e", json.dumps(extra_vars or {}), str(playbook)]
     return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False)
 
 

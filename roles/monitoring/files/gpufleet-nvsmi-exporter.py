@@ -20,8 +20,12 @@ import csv
 import os
 import subprocess
 import sys
-import tempfile
 import time
+
+# gpufleet_textfile.py is installed next to this script (from the
+# collection's plugins/module_utils/textfile.py).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpufleet_textfile import escape, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
 
 # nvidia-smi --query-gpu field -> (metric name, help, multiplier to base unit)
 FIELDS = {
@@ -46,11 +50,6 @@ LABEL_FIELDS = ["index", "uuid", "name", "driver_version", "pci.bus_id"]
 
 # nvidia-smi's documented exit codes for the states a node can honestly be in.
 EXIT_STATUS = {6: "no_gpu", 9: "no_driver"}
-
-
-def escape(value: str) -> str:
-    """A Prometheus label value: backslash, double quote and newline escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def query(nvidia_smi: str, timeout: float = 30.0) -> tuple[str, str, list[dict[str, str]]]:
@@ -80,6 +79,11 @@ def number(text: str) -> float | None:
         return float(text)
     except (TypeError, ValueError):
         return None
+
+
+def sample(value: float) -> str:
+    """A sample value at full precision (":g" would round 80 GiB to 6 digits)."""
+    return str(int(value)) if value.is_integer() else repr(value)
 
 
 def render(status: str, detail: str, rows: list[dict[str, str]], now: float) -> str:
@@ -114,24 +118,8 @@ def render(status: str, detail: str, rows: list[dict[str, str]], now: float) -> 
         if not samples:
             continue
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
-        lines += [f'{metric}{{gpu="{escape(gpu)}"}} {value * scale:g}' for gpu, value in samples]
+        lines += [f'{metric}{{gpu="{escape(gpu)}"}} {sample(value * scale)}' for gpu, value in samples]
     return "\n".join(lines) + "\n"
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write next to the target and rename over it: readers see the old file
-    or the new one, never a partial one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".gpufleet_gpu.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def main(argv: list[str] | None = None) -> int:

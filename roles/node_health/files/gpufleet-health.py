@@ -29,9 +29,13 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+# gpufleet_textfile.py is installed next to this script (from the
+# collection's plugins/module_utils/textfile.py).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpufleet_textfile import escape, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
 
 RESULTS = ("pass", "fail", "skip", "unknown")
 QUERY = [
@@ -208,7 +212,7 @@ def check_xid(window_minutes: int, ignore: list[int], applies: bool, no_gpu_reas
     if counted:
         summary = ", ".join(f"XID {xid} on {pci} x{n}" for (pci, xid), n in sorted(counted.items()))
         return result("xid", "fail", f"{summary} ({source})"), events
-    note = f"; ignored: {sorted({int(x) for _, x in events})}" if events else ""
+    note = f"; ignored: {sorted({int(key[1]) for key in events})}" if events else ""
     return result("xid", "pass", f"no XID events ({source}){note}"), events
 
 
@@ -276,10 +280,6 @@ def run_checks(cfg: dict, nccl: bool) -> dict:
     }
 
 
-def escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 def metrics(report: dict, now: float) -> str:
     lines = [
         "# HELP gpufleet_health_check Result of each node_health check: 1 for its result, 0 for the others.",
@@ -315,21 +315,6 @@ def metrics(report: dict, now: float) -> str:
         f"gpufleet_health_last_run_timestamp_seconds {now:.3f}",
     ]
     return "\n".join(lines) + "\n"
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Readers see the old file or the new one, never a partial one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".gpufleet-health.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def main(argv: list[str] | None = None) -> int:

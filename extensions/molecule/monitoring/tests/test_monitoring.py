@@ -227,4 +227,3 @@ def test_dashboard_queries_run_on_prometheus(prometheus):
     assert results["Fleet spend per hour"][0]["value"][1] == "1.006"
     assert results["Unpriced nodes"][0]["value"][1] == "1"
     assert results["Nodes without GPU metrics"][0]["value"][1] == "2"
-

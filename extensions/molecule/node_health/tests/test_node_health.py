@@ -67,7 +67,7 @@ def test_a_promised_gpu_the_node_lacks_is_a_failure(host, major, report):
 
 
 def test_results_are_metrics(host, report):
-    _, data = report
+    data = report[1]
     metrics = assert_file(host, METRICS)
     for check in data["checks"]:
         assert f'gpufleet_health_check{{check="{check["check"]}",result="{check["result"]}"}} 1' in metrics

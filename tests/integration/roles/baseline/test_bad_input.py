@@ -7,20 +7,11 @@ would manage are still absent)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.integration.helpers import node_exec, recap, run_playbook
+from tests.integration.helpers import assert_bad_input_refused
 
 pytestmark = pytest.mark.lab
-
-PLAYBOOK = """
-- hosts: all
-  gather_facts: true
-  roles:
-    - gpufleet.cloud.baseline
-"""
 
 CASES = {
     "wrong type: list expected": ({"baseline_packages": "curl"}, "baseline_packages"),
@@ -38,22 +29,11 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
 def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):
-    extra_vars, variable = CASES[case]
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAYBOOK)
-    result = run_playbook(
-        "-i", f"{fresh_node},",
-        "-c", "containers.podman.podman",
-        "-e", json.dumps(extra_vars),
-        str(playbook),
+    assert_bad_input_refused(
+        fresh_node,
+        "gpufleet.cloud.baseline",
+        CASES[case],
+        tmp_path,
+        paths=("/etc/sysctl.d/90-gpufleet-baseline.conf", "/etc/security/limits.d/90-gpufleet-baseline.conf"),
+        packages=("chrony",),
     )
-    out = result.stdout + result.stderr
-    assert result.returncode == 2, out
-    assert variable in out, f"the error does not name {variable}:\n{out}"
-    stats = recap(result.stdout)[fresh_node]
-    assert stats["failed"] == 1 and stats["changed"] == 0, out
-    # Nothing the role manages exists on the node.
-    assert node_exec(fresh_node, "test", "-e", "/etc/sysctl.d/90-gpufleet-baseline.conf").returncode == 1
-    assert node_exec(fresh_node, "test", "-e", "/etc/security/limits.d/90-gpufleet-baseline.conf").returncode == 1
-    status = node_exec(fresh_node, "dpkg-query", "-W", "-f", "${Status}", "chrony").stdout
-    assert "installed" not in status.split(), status

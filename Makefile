@@ -41,16 +41,20 @@ $(STAMP)/collections: $(STAMP)/venv requirements/collections.yml tools/install-c
 	$(BIN)/python tools/install-collections.py
 	touch $@
 
-.PHONY: venv collections podman images deps
+.PHONY: venv collections podman images prometheus-tools deps
 venv: $(STAMP)/venv
 collections: $(STAMP)/collections
 podman:
 	tools/podman-setup.sh
+# promtool and a Prometheus server for the monitoring tests, unpacked from
+# Debian's package into .cache/tools (see the script for why not installed).
+prometheus-tools:
+	tools/prometheus-tools.sh
 # build-image.sh is itself idempotent: it rebuilds only when its recipe changed.
 images: podman
 	tools/build-image.sh bookworm 12
 	tools/build-image.sh trixie 13
-deps: venv collections images
+deps: venv collections images prometheus-tools
 
 # ---- demo ----------------------------------------------------------------
 .PHONY: demo lab-up lab-down
@@ -83,7 +87,7 @@ sanity: venv collections
 	@$(call timed,sanity,tools/sanity.sh)
 
 SCENARIO ?=
-molecule: venv collections images
+molecule: venv collections images prometheus-tools
 	@$(call timed,molecule,tools/molecule-all.sh $(SCENARIO))
 
 lab-test: venv collections images

@@ -6,6 +6,12 @@ scenario's tests/ only holds the checks of its own role.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 
@@ -46,3 +52,34 @@ def assert_unit_running(host, unit: str):
 @pytest.fixture
 def major(host) -> int:
     return debian_major(host)
+
+
+def project_dir() -> Path:
+    """The checkout Molecule runs from."""
+    return Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY") or Path(__file__).resolve().parents[2])
+
+
+def container(major_version: int) -> str:
+    """Name of this scenario's node for a Debian major version."""
+    return f"{os.environ['MOLECULE_SCENARIO_NAME']}-debian{major_version}"
+
+
+def ansible_playbook(playbook: Path, *nodes: str, extra_vars: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a playbook of this checkout against scenario nodes, the way a user
+    would: with the project's ansible.cfg and the scenario's own inventory,
+    so the nodes keep the variables they were converged with."""
+    root = project_dir()
+    inventory = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), "--limit", ",".join(nodes)]
+    argv += ["-e", json.dumps(extra_vars or {}), str(playbook)]
+    return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False)
+
+
+def prometheus_tool(name: str) -> str:
+    """prometheus or promtool from Debian's package, unpacked by
+    tools/prometheus-tools.sh (`make deps`). Missing is a broken setup."""
+    path = project_dir() / ".cache" / "tools" / "prometheus" / name
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} is missing: run tools/prometheus-tools.sh (part of `make deps`)")
+    return str(path)

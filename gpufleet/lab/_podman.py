@@ -47,6 +47,9 @@ class Podman:
             "--label", f"{LABEL}.index={node.index}",
             # Only the node's own loopback address and port, never 0.0.0.0.
             "--publish", f"{node.address}:{node.port}:22",
+            # The security role loads nftables rules; NET_ADMIN acts only in
+            # the node's own network namespace, never on the host's.
+            "--cap-add", "NET_ADMIN",
             image, "/sbin/init",
         )
 

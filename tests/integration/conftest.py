@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -19,16 +20,19 @@ def _unavailable(reason: str):
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="module")
-def fresh_node():
-    """A fresh, booted Debian 12 node in podman; removed afterwards."""
+@contextlib.contextmanager
+def node_container(*podman_args: str):
+    """A fresh, booted Debian 12 node in podman, started with extra
+    `podman run` arguments; removed afterwards. Yields its name."""
     if not shutil.which("podman"):
         _unavailable("podman is not installed")
     image = "localhost/gpufleet-debian:12"
     if subprocess.run(["podman", "image", "exists", image], check=False).returncode != 0:
         _unavailable(f"{image} is missing: run `make images`")
     name = f"gpufleet-test-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["podman", "run", "-d", "--name", name, image, "/sbin/init"], check=True, capture_output=True)
+    subprocess.run(
+        ["podman", "run", "-d", "--name", name, *podman_args, image, "/sbin/init"], check=True, capture_output=True
+    )
     try:
         subprocess.run(
             ["podman", "exec", name, "systemctl", "is-system-running", "--wait"], check=False, capture_output=True
@@ -36,6 +40,13 @@ def fresh_node():
         yield name
     finally:
         subprocess.run(["podman", "rm", "-f", "-t", "2", name], check=False, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def fresh_node():
+    """A fresh, booted Debian 12 node in podman; removed afterwards."""
+    with node_container() as name:
+        yield name
 
 
 @pytest.fixture(scope="module")

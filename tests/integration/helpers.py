@@ -64,6 +64,18 @@ ROLE_PLAYBOOK = """
 """
 
 
+def assert_refused_before_any_change(result: subprocess.CompletedProcess, node: str, variable: str) -> str:
+    """The run failed, its message names `variable` (an option, or the reason
+    a preflight gives), and no task on `node` changed anything. Returns the
+    run's output."""
+    out = result.stdout + result.stderr
+    assert result.returncode == 2, out
+    assert variable in out, f"the error does not name {variable}:\n{out}"
+    stats = recap(result.stdout)[node]
+    assert stats["failed"] == 1 and stats["changed"] == 0, out
+    return out
+
+
 def assert_fails_before_changing(
     node: str, role: str, extra_vars: dict, variable: str, tmp_path: Path, *, paths=(), packages=()
 ) -> str:
@@ -74,11 +86,7 @@ def assert_fails_before_changing(
     playbook = tmp_path / "play.yml"
     playbook.write_text(ROLE_PLAYBOOK.format(role=role))
     result = run_playbook("-i", f"{node},", "-c", "containers.podman.podman", "-e", json.dumps(extra_vars), str(playbook))
-    out = result.stdout + result.stderr
-    assert result.returncode == 2, out
-    assert variable in out, f"the error does not name {variable}:\n{out}"
-    stats = recap(result.stdout)[node]
-    assert stats["failed"] == 1 and stats["changed"] == 0, out
+    out = assert_refused_before_any_change(result, node, variable)
     for path in paths:
         assert not node_has_path(node, path), f"{path} exists"
     for package in packages:

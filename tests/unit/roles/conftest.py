@@ -1,37 +1,84 @@
-"""Load the helper scripts that roles install on nodes (they live under
-roles/*/files and are not a package) and make their imports resolvable:
-the gpufleet_kms package they import on a node is the collection's
-module_utils, which the kms_client role copies there."""
+"""Fixtures for the scripts roles install on nodes (they live under
+roles/*/files and are not a package): load them by path, make their imports
+resolve as they do on a node, and stand in for nvidia-smi where no GPU is.
+
+On a node, the gpufleet_kms package is the collection's module_utils (the
+kms_client role copies it there) and gpufleet_textfile is
+plugins/module_utils/textfile.py installed next to the scripts."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
+import textwrap
 import types
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
 
+# Answers --query-gpu=a,b,c with the named fields of each GPU in GPUS, in
+# the order asked, the way nvidia-smi's csv,noheader,nounits format does.
+FAKE_NVIDIA_SMI = textwrap.dedent(
+    """\
+    import json, sys
+    SPEC = json.loads({spec!r})
+    if SPEC["rc"]:
+        print(SPEC["message"])
+        sys.exit(SPEC["rc"])
+    fields = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--query-gpu=")][0].split(",")
+    for gpu in SPEC["gpus"]:
+        print(", ".join(str(gpu.get(f, "[N/A]")) for f in fields))
+    """
+)
 
-def _install_gpufleet_kms():
-    if "gpufleet_kms" in sys.modules:
-        return
-    package = types.ModuleType("gpufleet_kms")
-    package.__path__ = [str(MODULE_UTILS)]
-    sys.modules["gpufleet_kms"] = package
 
-
-def load_helper(role: str, filename: str, name: str):
-    _install_gpufleet_kms()
+def _load(name: str, path: Path):
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "roles" / role / "files" / filename)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
+def _install_gpufleet_kms():
+    if "gpufleet_kms" not in sys.modules:
+        package = types.ModuleType("gpufleet_kms")
+        package.__path__ = [str(MODULE_UTILS)]
+        sys.modules["gpufleet_kms"] = package
+
+
+def load_helper(role: str, filename: str, name: str):
+    """Import roles/ROLE/files/FILENAME under the module name it has on a node."""
+    _install_gpufleet_kms()
+    return _load(name, ROOT / "roles" / role / "files" / filename)
+
+
+def load_script(relative: str):
+    """Import a role's node-side script (a path from the repository root)."""
+    path = ROOT / relative
+    return _load("gpufleet_script_" + path.stem.replace("-", "_"), path)
+
+
 # gpufleet_storage imports gpufleet_kms_cli by name, as it does on a node.
 load_helper("kms_client", "gpufleet_kms_cli.py", "gpufleet_kms_cli")
+_load("gpufleet_textfile", MODULE_UTILS / "textfile.py")
+
+
+@pytest.fixture
+def fake_nvidia_smi(tmp_path):
+    """Write an executable stand-in for nvidia-smi and return its path."""
+
+    def make(gpus=(), rc: int = 0, message: str = "") -> str:
+        path = tmp_path / "nvidia-smi"
+        spec = json.dumps({"gpus": list(gpus), "rc": rc, "message": message})
+        path.write_text(f"#!{sys.executable}\n" + FAKE_NVIDIA_SMI.format(spec=spec))
+        path.chmod(0o755)
+        return str(path)
+
+    return make

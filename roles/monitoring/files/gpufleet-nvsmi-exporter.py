@@ -1,0 +1,138 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""GPU metrics from nvidia-smi for node_exporter's textfile collector.
+
+Installed by gpufleet.cloud.monitoring and run by a systemd timer:
+
+    python3 gpufleet-nvsmi-exporter.py --nvidia-smi /usr/bin/nvidia-smi \
+        --output /var/lib/prometheus/node-exporter/gpufleet_gpu.prom
+
+Where nvidia-smi is missing or cannot reach a driver, the file says so
+(gpufleet_gpu_exporter_up 0 and the reason) and carries no GPU samples:
+never a made-up value. The file is replaced atomically, so node_exporter
+never reads half of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import time
+
+# gpufleet_textfile.py is installed next to this script (from the
+# collection's plugins/module_utils/textfile.py).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpufleet_textfile import escape, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
+
+# nvidia-smi --query-gpu field -> (metric name, help, multiplier to base unit)
+FIELDS = {
+    "utilization.gpu": ("gpufleet_gpu_utilization_percent", "GPU busy time over the last sample period, percent.", 1),
+    "utilization.memory": ("gpufleet_gpu_memory_utilization_percent", "Memory controller busy time, percent.", 1),
+    "memory.used": ("gpufleet_gpu_memory_used_bytes", "Framebuffer memory in use, bytes.", 1024 * 1024),
+    "memory.total": ("gpufleet_gpu_memory_total_bytes", "Framebuffer memory, bytes.", 1024 * 1024),
+    "temperature.gpu": ("gpufleet_gpu_temperature_celsius", "GPU core temperature, degrees Celsius.", 1),
+    "power.draw": ("gpufleet_gpu_power_watts", "Power draw, watts.", 1),
+    "ecc.errors.uncorrected.volatile.total": (
+        "gpufleet_gpu_ecc_uncorrected_volatile_total",
+        "Uncorrectable ECC errors since the driver loaded.",
+        1,
+    ),
+    "ecc.errors.corrected.volatile.total": (
+        "gpufleet_gpu_ecc_corrected_volatile_total",
+        "Correctable ECC errors since the driver loaded.",
+        1,
+    ),
+}
+LABEL_FIELDS = ["index", "uuid", "name", "driver_version", "pci.bus_id"]
+
+# nvidia-smi's documented exit codes for the states a node can honestly be in.
+EXIT_STATUS = {6: "no_gpu", 9: "no_driver"}
+
+
+def query(nvidia_smi: str, timeout: float = 30.0) -> tuple[str, str, list[dict[str, str]]]:
+    """Ask nvidia-smi for every field. Returns (status, detail, rows) where
+    status is ok, nvidia_smi_missing, no_driver, no_gpu or error."""
+    fields = LABEL_FIELDS + list(FIELDS)
+    argv = [nvidia_smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        return "nvidia_smi_missing", f"{nvidia_smi} not found", []
+    except subprocess.TimeoutExpired:
+        return "error", f"nvidia-smi did not answer within {timeout:.0f}s", []
+    detail = (proc.stdout + proc.stderr).strip().splitlines()
+    first = detail[0] if detail else ""
+    if proc.returncode != 0:
+        return EXIT_STATUS.get(proc.returncode, "error"), f"exit {proc.returncode}: {first}", []
+    rows = [dict(zip(fields, (cell.strip() for cell in row))) for row in csv.reader(proc.stdout.splitlines()) if row]
+    if not rows:
+        return "no_gpu", "nvidia-smi listed no GPU", []
+    return "ok", "", rows
+
+
+def number(text: str) -> float | None:
+    """A numeric nvidia-smi value, or None for [N/A], [Not Supported] and the like."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def sample(value: float) -> str:
+    """A sample value at full precision (":g" would round 80 GiB to 6 digits)."""
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def render(status: str, detail: str, rows: list[dict[str, str]], now: float) -> str:
+    lines = [
+        "# HELP gpufleet_gpu_exporter_up 1 when nvidia-smi answered with GPU data, else 0.",
+        "# TYPE gpufleet_gpu_exporter_up gauge",
+        f"gpufleet_gpu_exporter_up {1 if status == 'ok' else 0}",
+        "# HELP gpufleet_gpu_exporter_status Why the exporter has or lacks data (ok, nvidia_smi_missing, no_driver, no_gpu, error).",
+        "# TYPE gpufleet_gpu_exporter_status gauge",
+        f'gpufleet_gpu_exporter_status{{status="{status}",detail="{escape(detail)}"}} 1',
+        "# HELP gpufleet_gpu_count GPUs nvidia-smi reports; 0 when it reports none or cannot run.",
+        "# TYPE gpufleet_gpu_count gauge",
+        f"gpufleet_gpu_count {len(rows)}",
+        "# HELP gpufleet_gpu_exporter_last_run_timestamp_seconds When the exporter last ran.",
+        "# TYPE gpufleet_gpu_exporter_last_run_timestamp_seconds gauge",
+        f"gpufleet_gpu_exporter_last_run_timestamp_seconds {now:.3f}",
+    ]
+    if rows:
+        lines += [
+            "# HELP gpufleet_gpu_info Identity of each GPU; always 1.",
+            "# TYPE gpufleet_gpu_info gauge",
+        ]
+        for row in rows:
+            labels = (
+                f'gpu="{escape(row["index"])}",uuid="{escape(row["uuid"])}",model="{escape(row["name"])}",'
+                f'driver_version="{escape(row["driver_version"])}",pci_bus_id="{escape(row["pci.bus_id"])}"'
+            )
+            lines.append(f"gpufleet_gpu_info{{{labels}}} 1")
+    for field, (metric, help_text, scale) in FIELDS.items():
+        samples = [(row["index"], number(row.get(field, ""))) for row in rows]
+        samples = [(gpu, value) for gpu, value in samples if value is not None]
+        if not samples:
+            continue
+        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
+        lines += [f'{metric}{{gpu="{escape(gpu)}"}} {sample(value * scale)}' for gpu, value in samples]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--nvidia-smi", default="/usr/bin/nvidia-smi")
+    parser.add_argument("--output", required=True)
+    args = parser.parse_args(argv)
+    status, detail, rows = query(args.nvidia_smi)
+    write_atomic(args.output, render(status, detail, rows, time.time()))
+    # A node without a GPU is a state the metrics describe, not a failure of
+    # this exporter: only an unexpected nvidia-smi error fails the unit.
+    return 1 if status == "error" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

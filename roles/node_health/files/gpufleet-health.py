@@ -1,0 +1,338 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""GPU node health checks, installed by gpufleet.cloud.node_health.
+
+    python3 gpufleet-health.py --config /etc/gpufleet/health.json [--nccl] [--print]
+
+Each check ends in one of four results:
+
+- pass: checked, and as expected;
+- fail: checked, and wrong (a GPU the inventory promises and the node lacks
+  is always a failure);
+- skip: does not apply (no GPU is expected or present, or the check is off);
+- unknown: should have been checked and could not be (no driver answered,
+  the kernel log is not readable, as in a container).
+
+Results go to a JSON report and to node_exporter's textfile collector, both
+replaced atomically. The exit code is 1 when any check fails, else 0, so
+`systemctl --failed` shows a failing node too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# gpufleet_textfile.py is installed next to this script (from the
+# collection's plugins/module_utils/textfile.py).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpufleet_textfile import escape, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
+
+RESULTS = ("pass", "fail", "skip", "unknown")
+QUERY = [
+    "index",
+    "pci.bus_id",
+    "driver_version",
+    "persistence_mode",
+    "ecc.mode.current",
+    "ecc.errors.uncorrected.volatile.total",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "pstate",
+]
+# nvidia-smi's exit codes for "no driver answered" and "no device found".
+NVSMI_EXIT = {9: "no_driver", 6: "no_gpu"}
+XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+)")
+BUSBW_LINE = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<value>[0-9.]+)")
+# PCI class codes of NVIDIA GPUs: VGA controller and 3D controller.
+GPU_PCI_CLASSES = ("0x0300", "0x0302")
+# P-states in which a GPU is working; idle GPUs (P8) train their PCIe link down.
+BUSY_PSTATES = ("P0", "P1", "P2")
+
+
+def result(check: str, outcome: str, detail: str, **data) -> dict:
+    """One check's outcome: one of RESULTS, with a sentence saying why."""
+    return {"check": check, "result": outcome, "detail": detail, "data": data}
+
+
+def run(argv: list[str], timeout: float) -> tuple[int | None, str]:
+    """(exit code, stdout+stderr); exit code None when the program is missing
+    or did not finish."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        return None, f"{argv[0]} not found"
+    except subprocess.TimeoutExpired:
+        return None, f"{argv[0]} did not finish within {timeout:.0f}s"
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def query_gpus(nvidia_smi: str) -> tuple[str, str, list[dict[str, str]]]:
+    """(status, detail, one dict per GPU); status is ok, nvidia_smi_missing,
+    no_driver, no_gpu or error."""
+    rc, out = run([nvidia_smi, "--query-gpu=" + ",".join(QUERY), "--format=csv,noheader,nounits"], timeout=60)
+    first = out.strip().splitlines()[0] if out.strip() else ""
+    if rc is None:
+        return ("nvidia_smi_missing" if "not found" in out else "error"), out.strip(), []
+    if rc != 0:
+        return NVSMI_EXIT.get(rc, "error"), f"nvidia-smi exit {rc}: {first}", []
+    gpus = [dict(zip(QUERY, (cell.strip() for cell in row))) for row in csv.reader(out.splitlines()) if row]
+    return ("ok", "", gpus) if gpus else ("no_gpu", "nvidia-smi listed no GPU", [])
+
+
+def pci_gpus(sysfs: Path = Path("/sys/bus/pci/devices")) -> int:
+    """NVIDIA GPUs on the PCI bus, whatever the driver's state."""
+    count = 0
+    for dev in sysfs.glob("*"):
+        try:
+            vendor = (dev / "vendor").read_text().strip()
+            klass = (dev / "class").read_text().strip()
+        except OSError:
+            continue
+        if vendor == "0x10de" and klass[:6] in GPU_PCI_CLASSES:
+            count += 1
+    return count
+
+
+def check_gpu_count(expected: int, status: str, detail: str, gpus: list, on_pci: int) -> dict:
+    found = len(gpus)
+    seen = f"nvidia-smi reports {found} ({status}{': ' + detail if detail else ''}); {on_pci} NVIDIA GPU(s) on the PCI bus"
+    if found == expected:
+        what = "no GPU, and the node has none" if expected == 0 else f"{expected} GPU(s), all present"
+        return result("gpu_count", "pass", f"the inventory expects {what}; {seen}", expected=expected, found=found)
+    return result(
+        "gpu_count", "fail", f"the inventory promises {expected} GPU(s); {seen}", expected=expected, found=found
+    )
+
+
+def check_driver(pin: str, gpus: list) -> dict:
+    if not pin:
+        return result("driver_version", "skip", "no driver pin set (node_health_driver_version)")
+    versions = sorted({g["driver_version"] for g in gpus})
+    wrong = [v for v in versions if not (v == pin or v.startswith(pin + "."))]
+    if wrong:
+        return result("driver_version", "fail", f"driver {', '.join(wrong)} does not match the pin {pin}", found=versions)
+    return result("driver_version", "pass", f"driver {', '.join(versions)} matches the pin {pin}", found=versions)
+
+
+def check_persistence(required: bool, gpus: list) -> dict:
+    if not required:
+        return result("persistence_mode", "skip", "not required (node_health_persistence_mode)")
+    off = [g["index"] for g in gpus if g["persistence_mode"] != "Enabled"]
+    if off:
+        return result("persistence_mode", "fail", f"persistence mode is off on GPU {', '.join(off)}", gpus=off)
+    return result("persistence_mode", "pass", f"persistence mode is on for all {len(gpus)} GPU(s)")
+
+
+def check_ecc(required: bool, max_uncorrected: int, gpus: list) -> dict:
+    unsupported = [g["index"] for g in gpus if g["ecc.mode.current"] not in ("Enabled", "Disabled")]
+    disabled = [g["index"] for g in gpus if g["ecc.mode.current"] == "Disabled"]
+    errors = {
+        g["index"]: int(g["ecc.errors.uncorrected.volatile.total"])
+        for g in gpus
+        if g["ecc.mode.current"] == "Enabled" and g["ecc.errors.uncorrected.volatile.total"].isdigit()
+    }
+    bad = {gpu: n for gpu, n in errors.items() if n > max_uncorrected}
+    problems = []
+    if bad:
+        problems.append(
+            "uncorrectable ECC errors since the driver loaded: "
+            + ", ".join(f"GPU {gpu}: {n}" for gpu, n in sorted(bad.items()))
+        )
+    if disabled and required:
+        problems.append(f"ECC is disabled on GPU {', '.join(disabled)}")
+    if problems:
+        return result("ecc", "fail", "; ".join(problems), uncorrected=errors)
+    if len(unsupported) == len(gpus):
+        return result("ecc", "skip", "these GPUs do not support ECC")
+    return result("ecc", "pass", f"no uncorrectable ECC errors above {max_uncorrected}", uncorrected=errors)
+
+
+def check_pcie(enabled: bool, gpus: list) -> dict:
+    if not enabled:
+        return result("pcie_link", "skip", "not enabled (node_health_pcie)")
+    narrow, slow, idle = [], [], []
+    for g in gpus:
+        width, width_max = g["pcie.link.width.current"], g["pcie.link.width.max"]
+        gen, gen_max = g["pcie.link.gen.current"], g["pcie.link.gen.max"]
+        if width.isdigit() and width_max.isdigit() and int(width) < int(width_max):
+            narrow.append(f"GPU {g['index']} x{width} of x{width_max}")
+        if gen.isdigit() and gen_max.isdigit() and int(gen) < int(gen_max):
+            (slow if g["pstate"] in BUSY_PSTATES else idle).append(f"GPU {g['index']} gen{gen} of gen{gen_max}")
+    if narrow or slow:
+        return result("pcie_link", "fail", "PCIe link below its maximum: " + ", ".join(narrow + slow))
+    if idle:
+        return result(
+            "pcie_link",
+            "unknown",
+            "widths are at their maximum; link speed not checkable now: idle GPUs train their link down ("
+            + ", ".join(idle)
+            + ")",
+        )
+    return result("pcie_link", "pass", f"PCIe width and speed at their maximum on all {len(gpus)} GPU(s)")
+
+
+def read_kernel_log(window_minutes: int) -> tuple[str | None, str]:
+    """(text, source); text None when no kernel log is readable. journald
+    with no kernel message at all for this boot means it cannot see the
+    kernel log (a container), not that the kernel said nothing."""
+    rc, out = run(["journalctl", "-k", "-b", "-n", "1", "-q", "--no-pager"], timeout=30)
+    if rc == 0 and out.strip():
+        rc, out = run(["journalctl", "-k", "-q", "--no-pager", "-o", "cat", f"--since=-{window_minutes}min"], timeout=60)
+        if rc == 0:
+            return out, f"journald, last {window_minutes} min"
+    rc, out = run(["dmesg"], timeout=30)
+    if rc == 0 and out.strip():
+        return out, "dmesg, since boot"
+    return None, "no kernel log is readable here (journald has no kernel messages and dmesg fails)"
+
+
+def check_xid(window_minutes: int, ignore: list[int], applies: bool, no_gpu_reason: str) -> tuple[dict, dict]:
+    if not applies:
+        return result("xid", "skip", no_gpu_reason), {}
+    text, source = read_kernel_log(window_minutes)
+    if text is None:
+        return result("xid", "unknown", source), {}
+    events: dict[tuple[str, str], int] = {}
+    for match in XID_LINE.finditer(text):
+        key = (match["pci"], match["xid"])
+        events[key] = events.get(key, 0) + 1
+    counted = {key: n for key, n in events.items() if int(key[1]) not in ignore}
+    if counted:
+        summary = ", ".join(f"XID {xid} on {pci} x{n}" for (pci, xid), n in sorted(counted.items()))
+        return result("xid", "fail", f"{summary} ({source})"), events
+    note = f"; ignored: {sorted({int(key[1]) for key in events})}" if events else ""
+    return result("xid", "pass", f"no XID events ({source}){note}"), events
+
+
+def check_nccl(cfg: dict, requested: bool, gpus: list) -> tuple[dict, float | None]:
+    if not cfg.get("enabled"):
+        return result("nccl_busbw", "skip", "not enabled (node_health_nccl)"), None
+    if not requested:
+        return result("nccl_busbw", "skip", "runs from playbooks/health.yml, not from the timer"), None
+    argv = [cfg["binary"], *cfg.get("args", []), "-g", str(len(gpus))]
+    rc, out = run(argv, timeout=float(cfg.get("timeout_seconds", 900)))
+    match = BUSBW_LINE.search(out)
+    if rc is None or rc != 0 or not match:
+        last = out.strip().splitlines()[-1] if out.strip() else ""
+        return result("nccl_busbw", "unknown", f"{cfg['binary']} gave no bus bandwidth (exit {rc}): {last}"), None
+    busbw = float(match["value"])
+    minimum = float(cfg["min_busbw_gbps"])
+    outcome = "pass" if busbw >= minimum else "fail"
+    return result("nccl_busbw", outcome, f"all_reduce bus bandwidth {busbw} GB/s, minimum {minimum}"), busbw
+
+
+def run_checks(cfg: dict, nccl: bool) -> dict:
+    expected = int(cfg["expected_gpu_count"])
+    status, detail, gpus = query_gpus(cfg["nvidia_smi"])
+    on_pci = pci_gpus()
+    checks = [check_gpu_count(expected, status, detail, gpus, on_pci)]
+    gpu_checks_apply = bool(gpus)
+    if gpus:
+        no_gpu = ""
+    elif expected == 0:
+        no_gpu = f"no GPU on this node ({status})"
+    else:
+        no_gpu = f"could not check: the inventory promises {expected} GPU(s) and none answered ({status})"
+    xid, events = check_xid(
+        int(cfg["xid_window_minutes"]), [int(x) for x in cfg["xid_ignore"]], expected > 0 or bool(gpus), no_gpu
+    )
+    busbw = None
+    if gpu_checks_apply:
+        checks += [
+            check_driver(cfg["driver_version"], gpus),
+            check_persistence(bool(cfg["persistence_mode"]), gpus),
+            xid,
+            check_ecc(bool(cfg["ecc_required"]), int(cfg["ecc_max_uncorrected"]), gpus),
+            check_pcie(bool(cfg["pcie"]), gpus),
+        ]
+        nccl_result, busbw = check_nccl(cfg["nccl"], nccl, gpus)
+        checks.append(nccl_result)
+    else:
+        outcome = "skip" if expected == 0 else "unknown"
+        checks += [result(name, outcome, no_gpu) for name in ("driver_version", "persistence_mode")]
+        checks.append(xid)
+        checks += [result(name, outcome, no_gpu) for name in ("ecc", "pcie_link", "nccl_busbw")]
+    outcomes = {c["result"] for c in checks}
+    overall = "fail" if "fail" in outcomes else ("unknown" if "unknown" in outcomes else "pass")
+    return {
+        "node": socket.gethostname(),
+        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "status": overall,
+        "gpus_expected": expected,
+        "gpus_found": len(gpus),
+        "nvidia_smi": {"status": status, "detail": detail},
+        "pci_nvidia_gpus": on_pci,
+        "checks": checks,
+        "xid_events": [{"pci": pci, "xid": int(xid), "count": n} for (pci, xid), n in sorted(events.items())],
+        "nccl_busbw_gbps": busbw,
+    }
+
+
+def metrics(report: dict, now: float) -> str:
+    lines = [
+        "# HELP gpufleet_health_check Result of each node_health check: 1 for its result, 0 for the others.",
+        "# TYPE gpufleet_health_check gauge",
+    ]
+    for check in report["checks"]:
+        for outcome in RESULTS:
+            value = 1 if check["result"] == outcome else 0
+            lines.append(f'gpufleet_health_check{{check="{escape(check["check"])}",result="{outcome}"}} {value}')
+    lines += [
+        "# HELP gpufleet_health_gpus_expected GPUs the inventory promises on this node.",
+        "# TYPE gpufleet_health_gpus_expected gauge",
+        f"gpufleet_health_gpus_expected {report['gpus_expected']}",
+        "# HELP gpufleet_health_gpus_found GPUs nvidia-smi reports on this node.",
+        "# TYPE gpufleet_health_gpus_found gauge",
+        f"gpufleet_health_gpus_found {report['gpus_found']}",
+        "# HELP gpufleet_health_xid_events XID lines in the kernel log within the check's window.",
+        "# TYPE gpufleet_health_xid_events gauge",
+    ]
+    lines += [
+        f'gpufleet_health_xid_events{{pci="{escape(e["pci"])}",xid="{e["xid"]}"}} {e["count"]}'
+        for e in report["xid_events"]
+    ]
+    if report["nccl_busbw_gbps"] is not None:
+        lines += [
+            "# HELP gpufleet_health_nccl_busbw_gbps all_reduce_perf average bus bandwidth, GB/s.",
+            "# TYPE gpufleet_health_nccl_busbw_gbps gauge",
+            f"gpufleet_health_nccl_busbw_gbps {report['nccl_busbw_gbps']}",
+        ]
+    lines += [
+        "# HELP gpufleet_health_last_run_timestamp_seconds When the checks last ran.",
+        "# TYPE gpufleet_health_last_run_timestamp_seconds gauge",
+        f"gpufleet_health_last_run_timestamp_seconds {now:.3f}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="GPU node health checks (gpufleet)")
+    parser.add_argument("--config", default="/etc/gpufleet/health.json")
+    parser.add_argument("--nccl", action="store_true", help="also run the NCCL bandwidth check when it is enabled")
+    parser.add_argument("--print", action="store_true", help="print the JSON report on stdout")
+    args = parser.parse_args(argv)
+    cfg = json.loads(Path(args.config).read_text(encoding="utf-8"))
+    now = time.time()
+    report = run_checks(cfg, args.nccl or bool(cfg["nccl"].get("on_timer")))
+    text = json.dumps(report, indent=2) + "\n"
+    write_atomic(cfg["report"], text)
+    write_atomic(cfg["textfile"], metrics(report, now))
+    if args.print:
+        sys.stdout.write(text)
+    return 1 if report["status"] == "fail" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

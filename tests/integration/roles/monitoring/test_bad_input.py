@@ -1,0 +1,41 @@
+"""Bad inputs to gpufleet.cloud.monitoring fail before anything changes: the
+run fails, the message names the bad variable, no task changed, and no
+exporter is installed or configured."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.helpers import assert_fails_before_changing
+
+pytestmark = pytest.mark.lab
+
+CASES = {
+    # TEST-NET-3: never an address of a test node.
+    "exporter address not on the node": (
+        {"monitoring_node_exporter_address": "203.0.113.9"},
+        "monitoring_node_exporter_address",
+    ),
+    "threshold not a number": ({"monitoring_alert_gpu_temperature_celsius": "hot"}, "monitoring_alert_gpu_temperature_celsius"),
+    "threshold out of range": ({"monitoring_alert_gpu_idle_percent": 250}, "monitoring_alert_gpu_idle_percent"),
+    "dcgm-exporter not pinned": (
+        {"monitoring_gpu_exporter": "dcgm", "monitoring_dcgm_exporter_version": "latest"},
+        "monitoring_dcgm_exporter_version",
+    ),
+    "unknown choice": ({"monitoring_gpu_exporter": "nvml"}, "monitoring_gpu_exporter"),
+    "wrong type: int expected": ({"monitoring_node_exporter_port": "nine-thousand"}, "monitoring_node_exporter_port"),
+    "price not a number": ({"monitoring_instance_prices": {"g5.xlarge": "cheap"}}, "monitoring_instance_prices"),
+    "cloud agent without a pinned package": ({"monitoring_cloud_agent": "cloudwatch"}, "monitoring_cloud_agent_package_url"),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):
+    assert_fails_before_changing(
+        fresh_node,
+        "gpufleet.cloud.monitoring",
+        *CASES[case],
+        tmp_path,
+        paths=("/etc/default/prometheus-node-exporter", "/etc/gpufleet"),
+        packages=("prometheus-node-exporter",),
+    )

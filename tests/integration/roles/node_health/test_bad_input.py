@@ -1,0 +1,32 @@
+"""Bad inputs to gpufleet.cloud.node_health fail before anything changes:
+the run fails, the message names the bad variable, no task changed, and the
+check script and its timer are not on the node."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.helpers import assert_fails_before_changing
+
+pytestmark = pytest.mark.lab
+
+CASES = {
+    "threshold not a number": ({"node_health_nccl_min_busbw_gbps": "fast"}, "node_health_nccl_min_busbw_gbps"),
+    "GPU count not a number": ({"node_health_expected_gpu_count": "eight"}, "node_health_expected_gpu_count"),
+    "NCCL check without a threshold": ({"node_health_nccl": True}, "node_health_nccl_min_busbw_gbps"),
+    "bad driver pin": ({"node_health_driver_version": "r550"}, "node_health_driver_version"),
+    "negative ECC limit": ({"node_health_ecc_max_uncorrected": -1}, "node_health_ecc_max_uncorrected"),
+    "wrong element type": ({"node_health_xid_ignore": ["seventy-nine"]}, "node_health_xid_ignore"),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):
+    assert_fails_before_changing(
+        fresh_node,
+        "gpufleet.cloud.node_health",
+        *CASES[case],
+        tmp_path,
+        paths=("/usr/local/lib/gpufleet/gpufleet-health.py", "/etc/systemd/system/gpufleet-health.timer"),
+        packages=(),
+    )

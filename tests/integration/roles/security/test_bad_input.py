@@ -1,0 +1,42 @@
+"""Bad inputs to gpufleet.cloud.security fail before anything changes: the
+run fails, the message names the bad variable, no task changed, and sshd"s
+drop-in and the firewall are not on the node."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.helpers import assert_fails_before_changing
+
+pytestmark = pytest.mark.lab
+
+# Valid allowlists, so each case has exactly one thing wrong.
+GOOD = {"security_ssh_allowed_cidrs": ["10.0.0.0/8"], "security_monitoring_cidrs": ["10.0.0.0/8"]}
+
+CASES = {
+    "invalid CIDR": ({"security_ssh_allowed_cidrs": ["10.0.0.300/8"]}, "security_ssh_allowed_cidrs"),
+    "CIDR with host bits set": ({"security_monitoring_cidrs": ["10.1.2.3/8"]}, "security_monitoring_cidrs"),
+    "invalid CIDR in a rule": (
+        {"security_firewall_rules": [{"port": 8080, "cidrs": ["fd00::zz/64"]}]},
+        "security_firewall_rules",
+    ),
+    "empty allowlist not confirmed": ({"security_ssh_allowed_cidrs": []}, "security_empty_allowlists_confirmed"),
+    "wrong type: int expected": ({"security_ssh_port": "ssh"}, "security_ssh_port"),
+    "unknown choice": ({"security_firewall_deny": "ignore"}, "security_firewall_deny"),
+    "root login allowed": ({"security_ssh_permit_root_login": "yes"}, "security_ssh_permit_root_login"),
+    "port out of range": ({"security_monitoring_ports": [9100, 70000]}, "security_monitoring_ports"),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):
+    extra_vars, variable = CASES[case]
+    bad = ({**GOOD, **extra_vars}, variable)
+    assert_fails_before_changing(
+        fresh_node,
+        "gpufleet.cloud.security",
+        *bad,
+        tmp_path,
+        paths=("/etc/ssh/sshd_config.d/00-gpufleet-security.conf", "/etc/nftables.d"),
+        packages=("nftables",),
+    )

@@ -1,0 +1,248 @@
+"""The health check script the node_health role installs."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.unit.roles.conftest import load_script
+
+health = load_script("roles/node_health/files/gpufleet-health.py")
+
+
+def gpu(index=0, **over):
+    base = {
+        "index": str(index),
+        "pci.bus_id": f"00000000:{0x18 + index:02X}:00.0",
+        "driver_version": "550.127.05",
+        "persistence_mode": "Enabled",
+        "ecc.mode.current": "Enabled",
+        "ecc.errors.uncorrected.volatile.total": "0",
+        "pcie.link.gen.current": "5",
+        "pcie.link.gen.max": "5",
+        "pcie.link.width.current": "16",
+        "pcie.link.width.max": "16",
+        "pstate": "P0",
+    }
+    base.update(over)
+    return base
+
+
+def config(tmp_path, nvidia_smi, expected, **over):
+    cfg = {
+        "expected_gpu_count": expected,
+        "driver_version": "",
+        "persistence_mode": True,
+        "ecc_required": True,
+        "ecc_max_uncorrected": 0,
+        "pcie": True,
+        "xid_window_minutes": 60,
+        "xid_ignore": [13, 31, 43, 45],
+        "nccl": {"enabled": False, "on_timer": False, "binary": "/nonexistent", "args": [], "min_busbw_gbps": 0.0},
+        "nvidia_smi": nvidia_smi,
+        "report": str(tmp_path / "report.json"),
+        "textfile": str(tmp_path / "gpufleet_health.prom"),
+    }
+    cfg.update(over)
+    return cfg
+
+
+def by_check(report):
+    return {c["check"]: c for c in report["checks"]}
+
+
+@pytest.fixture(autouse=True)
+def no_host_state(monkeypatch):
+    """Keep the machine running the tests out of the results: no PCI GPUs,
+    and a kernel log the test chooses."""
+    monkeypatch.setattr(health, "pci_gpus", lambda: 0)
+    monkeypatch.setattr(health, "read_kernel_log", lambda minutes: ("", f"journald, last {minutes} min"))
+
+
+# ---- GPU count ---------------------------------------------------------------
+
+
+def test_no_gpu_expected_and_none_present_passes():
+    r = health.check_gpu_count(0, "nvidia_smi_missing", "/usr/bin/nvidia-smi not found", [], 0)
+    assert r["result"] == "pass" and "expects no GPU" in r["detail"]
+
+
+def test_a_promised_gpu_that_is_missing_fails():
+    r = health.check_gpu_count(2, "no_driver", "exit 9: couldn't communicate", [], 2)
+    assert r["result"] == "fail"
+    assert "promises 2 GPU(s)" in r["detail"] and "2 NVIDIA GPU(s) on the PCI bus" in r["detail"]
+    assert r["data"] == {"expected": 2, "found": 0}
+
+
+def test_fewer_gpus_than_promised_fails_and_unpromised_gpus_fail_too():
+    assert health.check_gpu_count(8, "ok", "", [gpu(i) for i in range(7)], 8)["result"] == "fail"
+    assert health.check_gpu_count(0, "ok", "", [gpu()], 1)["result"] == "fail"
+    assert health.check_gpu_count(2, "ok", "", [gpu(0), gpu(1)], 2)["result"] == "pass"
+
+
+# ---- the per-GPU checks --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pin", "version", "outcome"),
+    [("550", "550.127.05", "pass"), ("550.127.05", "550.127.05", "pass"), ("550", "5501.1", "fail"),
+     ("535", "550.127.05", "fail"), ("", "550.127.05", "skip")],
+)
+def test_driver_pin(pin, version, outcome):
+    assert health.check_driver(pin, [gpu(driver_version=version)])["result"] == outcome
+
+
+def test_persistence_mode():
+    assert health.check_persistence(True, [gpu(0), gpu(1, persistence_mode="Disabled")])["result"] == "fail"
+    assert health.check_persistence(True, [gpu(0)])["result"] == "pass"
+    assert health.check_persistence(False, [gpu(0, persistence_mode="Disabled")])["result"] == "skip"
+
+
+def test_ecc():
+    errors = health.check_ecc(True, 0, [gpu(0), gpu(1, **{"ecc.errors.uncorrected.volatile.total": "4"})])
+    assert errors["result"] == "fail" and "GPU 1: 4" in errors["detail"]
+    assert health.check_ecc(True, 5, [gpu(0, **{"ecc.errors.uncorrected.volatile.total": "4"})])["result"] == "pass"
+    assert health.check_ecc(True, 0, [gpu(0, **{"ecc.mode.current": "Disabled"})])["result"] == "fail"
+    assert health.check_ecc(False, 0, [gpu(0, **{"ecc.mode.current": "Disabled"})])["result"] == "pass"
+    assert health.check_ecc(True, 0, [gpu(0, **{"ecc.mode.current": "[N/A]"})])["result"] == "skip"
+
+
+def test_pcie_link():
+    assert health.check_pcie(True, [gpu(0)])["result"] == "pass"
+    narrow = health.check_pcie(True, [gpu(0, **{"pcie.link.width.current": "8"})])
+    assert narrow["result"] == "fail" and "x8 of x16" in narrow["detail"]
+    slow_busy = health.check_pcie(True, [gpu(0, **{"pcie.link.gen.current": "3"})])
+    assert slow_busy["result"] == "fail" and "gen3 of gen5" in slow_busy["detail"]
+    # An idle GPU trains its link down: the speed cannot be judged then.
+    idle = health.check_pcie(True, [gpu(0, pstate="P8", **{"pcie.link.gen.current": "1"})])
+    assert idle["result"] == "unknown" and "idle" in idle["detail"]
+    assert health.check_pcie(False, [gpu(0, **{"pcie.link.width.current": "8"})])["result"] == "skip"
+
+
+KERNEL_LOG = """\
+NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.
+NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.
+NVRM: Xid (PCI:0000:5e:00): 13, pid=99, Graphics Exception
+"""
+
+
+def test_xid_events_are_counted_and_ignored_codes_do_not_fail(monkeypatch):
+    monkeypatch.setattr(health, "read_kernel_log", lambda minutes: (KERNEL_LOG, "journald, last 60 min"))
+    r, events = health.check_xid(60, [13], True, "")
+    assert r["result"] == "fail" and "XID 79 on 0000:3b:00 x2" in r["detail"]
+    assert events == {("0000:3b:00", "79"): 2, ("0000:5e:00", "13"): 1}
+    r = health.check_xid(60, [13, 79], True, "")[0]
+    assert r["result"] == "pass" and "ignored: [13, 79]" in r["detail"]
+
+
+def test_an_unreadable_kernel_log_is_unknown_not_pass(monkeypatch):
+    monkeypatch.setattr(health, "read_kernel_log", lambda minutes: (None, "no kernel log is readable here"))
+    r, events = health.check_xid(60, [], True, "")
+    assert (r["result"], events) == ("unknown", {})
+
+
+def test_kernel_log_without_kernel_messages_is_not_readable(monkeypatch):
+    """journald answers but holds no kernel line for this boot (a container)
+    and dmesg is refused: that is 'cannot read', not 'no XID'."""
+    monkeypatch.undo()
+    calls = []
+
+    def run(argv, timeout):
+        calls.append(argv[0])
+        if argv[0] == "journalctl":
+            return 0, ""
+        return 1, "dmesg: read kernel buffer failed: Operation not permitted"
+
+    monkeypatch.setattr(health, "run", run)
+    text, source = health.read_kernel_log(60)
+    assert text is None and "no kernel log is readable" in source
+    assert calls == ["journalctl", "dmesg"]
+
+
+def test_nccl_bandwidth(tmp_path):
+    binary = tmp_path / "all_reduce_perf"
+    binary.write_text(f"#!{sys.executable}\nimport sys\nprint('# Avg bus bandwidth    : 182.37 ')\nprint(sys.argv[1:])\n")
+    binary.chmod(0o755)
+    cfg = {"enabled": True, "binary": str(binary), "args": ["-b", "1G"], "min_busbw_gbps": 150.0}
+    r, busbw = health.check_nccl(cfg, True, [gpu(0), gpu(1)])
+    assert (r["result"], busbw) == ("pass", 182.37)
+    r = health.check_nccl(dict(cfg, min_busbw_gbps=200.0), True, [gpu(0)])[0]
+    assert r["result"] == "fail"
+    assert health.check_nccl(dict(cfg, enabled=False), True, [gpu(0)])[0]["result"] == "skip"
+    assert health.check_nccl(cfg, False, [gpu(0)])[0]["result"] == "skip"
+    missing = health.check_nccl(dict(cfg, binary=str(tmp_path / "nope")), True, [gpu(0)])[0]
+    assert missing["result"] == "unknown"
+
+
+# ---- whole runs ------------------------------------------------------------------
+
+
+def test_container_without_gpu_and_none_expected(tmp_path):
+    report = health.run_checks(config(tmp_path, str(tmp_path / "nvidia-smi"), 0), nccl=False)
+    assert report["status"] == "pass"
+    checks = by_check(report)
+    assert checks["gpu_count"]["result"] == "pass"
+    for name in ("driver_version", "persistence_mode", "xid", "ecc", "pcie_link", "nccl_busbw"):
+        assert checks[name]["result"] == "skip" and "no GPU on this node" in checks[name]["detail"]
+
+
+def test_promised_gpus_without_a_driver(tmp_path, fake_nvidia_smi):
+    smi = fake_nvidia_smi(rc=9, message="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+    report = health.run_checks(config(tmp_path, smi, 2), nccl=False)
+    assert report["status"] == "fail"
+    assert report["nvidia_smi"]["status"] == "no_driver"
+    checks = by_check(report)
+    assert checks["gpu_count"]["result"] == "fail"
+    for name in ("driver_version", "persistence_mode", "ecc", "pcie_link", "nccl_busbw"):
+        assert checks[name]["result"] == "unknown" and "could not check" in checks[name]["detail"]
+    # The kernel log still explains a lost GPU; the fixture's log is empty.
+    assert checks["xid"]["result"] == "pass"
+
+
+def test_healthy_gpu_node(tmp_path, fake_nvidia_smi):
+    smi = fake_nvidia_smi([gpu(0), gpu(1)])
+    report = health.run_checks(config(tmp_path, smi, 2, driver_version="550"), nccl=False)
+    assert report["status"] == "pass", report
+    assert report["gpus_found"] == 2
+    assert by_check(report)["nccl_busbw"]["result"] == "skip"
+
+
+def test_main_writes_report_and_metrics(tmp_path, fake_nvidia_smi, capsys):
+    cfg = config(tmp_path, fake_nvidia_smi(rc=9, message="no driver"), 4)
+    (tmp_path / "health.json").write_text(json.dumps(cfg))
+    assert health.main(["--config", str(tmp_path / "health.json"), "--print"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads((tmp_path / "report.json").read_text())
+    metrics = (tmp_path / "gpufleet_health.prom").read_text()
+    assert 'gpufleet_health_check{check="gpu_count",result="fail"} 1' in metrics
+    assert 'gpufleet_health_check{check="gpu_count",result="pass"} 0' in metrics
+    assert 'gpufleet_health_check{check="ecc",result="unknown"} 1' in metrics
+    assert "gpufleet_health_gpus_expected 4" in metrics
+    assert "gpufleet_health_gpus_found 0" in metrics
+
+
+def test_metrics_carry_xid_counts_and_bandwidth():
+    report = {
+        "checks": [health.result("xid", "fail", "XID 79")],
+        "gpus_expected": 1,
+        "gpus_found": 1,
+        "xid_events": [{"pci": "0000:3b:00", "xid": 79, "count": 2}],
+        "nccl_busbw_gbps": 182.37,
+    }
+    text = health.metrics(report, 5.0)
+    assert 'gpufleet_health_xid_events{pci="0000:3b:00",xid="79"} 2' in text
+    assert "gpufleet_health_nccl_busbw_gbps 182.37" in text
+    assert sum(1 for line in text.splitlines() if line.startswith("gpufleet_health_check{")) == 4
+
+
+def test_pci_gpus_reads_sysfs(tmp_path, monkeypatch):
+    monkeypatch.undo()
+    for name, vendor, klass in [("0000:18:00.0", "0x10de", "0x030200"), ("0000:19:00.0", "0x10de", "0x068000"),
+                                ("0000:1a:00.0", "0x8086", "0x030000"), ("0000:1b:00.0", "0x10de", "0x030000")]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "vendor").write_text(vendor + "\n")
+        (tmp_path / name / "class").write_text(klass + "\n")
+    # Two NVIDIA GPUs (3D and VGA); the NVSwitch bridge and the Intel GPU do not count.
+    assert health.pci_gpus(tmp_path) == 2

@@ -23,7 +23,8 @@ from tests.emulators.aliyun import AliyunEmulator
 from tests.emulators.aws import AwsEmulator
 from tests.emulators.huawei import HuaweiEmulator
 from tests.emulators.tencent import TencentEmulator
-from tests.unit.plugins.kms_fixtures import kms, kms_naming_key, kms_with_key_states  # noqa: F401 (fixtures)
+# Fixtures for the KMS tests, kept in their own file.
+from tests.unit.plugins.kms_fixtures import kms, kms_naming_key, kms_with_key_states  # noqa: F401 pylint: disable=unused-import
 
 ROOT = Path(__file__).resolve().parents[3]
 init_plugin_loader([str(ROOT / "collections"), str(ROOT / ".collections")])

@@ -12,7 +12,7 @@ import pytest
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _kms_client
 from ansible_collections.gpufleet.cloud.plugins.module_utils._kms_envelope import Envelope, KmsError
 
-from ..conftest import CREDS
+from ..kms_fixtures import CREDS
 
 
 def test_generate_then_decrypt_gives_the_same_key(kms):

@@ -40,13 +40,16 @@ def test_bad_envelopes_are_refused(text, needle):
 
 
 def test_write_private_is_0600_and_replaces_atomically(tmp_path):
-    path = tmp_path / "e.json"
+    # A directory of its own: conftest puts a fake HOME in tmp_path.
+    folder = tmp_path / "envelopes"
+    folder.mkdir()
+    path = folder / "e.json"
     path.write_text("old")
     os.chmod(path, 0o644)
     write_private(str(path), "new\n")
     assert path.read_text() == "new\n"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert [p.name for p in tmp_path.iterdir()] == ["e.json"]
+    assert [p.name for p in folder.iterdir()] == ["e.json"]
 
 
 @pytest.mark.parametrize("endpoint, expected", [

@@ -14,7 +14,7 @@ from ansible_collections.gpufleet.cloud.plugins.module_utils import _kms_client
 from ansible_collections.gpufleet.cloud.plugins.module_utils._kms_envelope import Envelope
 from ansible_collections.gpufleet.cloud.plugins.modules import kms_data_key
 
-from ..conftest import CREDS
+from ..kms_fixtures import CREDS
 
 
 WARNINGS: list[str] = []

@@ -11,7 +11,7 @@ import json
 import time
 from pathlib import Path
 
-from . import _emulator, _nodes, _ssh
+from . import _emulator, _nodes, _object_store, _ssh
 from ._nodes import Node
 from ._podman import Podman, PodmanError
 
@@ -32,11 +32,12 @@ chmod 0440 /etc/sudoers.d/gpufleet-lab
 
 class Lab:
     def __init__(self, lab_dir: Path, podman: Podman | None = None, root: Path | None = None,
-                 emulator=_emulator):
+                 emulator=_emulator, object_store=_object_store):
         self.dir = Path(lab_dir)
         self.podman = podman or Podman()
         self.root = Path(root) if root else self.dir.parent
         self.emulator = emulator
+        self.object_store = object_store
 
     @property
     def state_file(self) -> Path:
@@ -78,11 +79,14 @@ class Lab:
             _ssh.wait_for_banner(n, timeout=boot_timeout)
         self.known_hosts.write_text("\n".join(lines) + "\n")
         self.emulator.start(self.dir, self.root, nodes)
+        gateway = self.podman.bridge_gateway()
+        self.object_store.start(self.dir, self.root, gateway)
         self.state_file.write_text(
             json.dumps({"image": image, "user": LAB_USER, "nodes": [vars(n) for n in nodes]}, indent=2) + "\n"
         )
         log(f"lab up: {len(nodes)} node(s), key {self.dir / 'id_ed25519'}, "
-            f"Alibaba Cloud emulator on 127.0.0.1:{_emulator.PORT}")
+            f"Alibaba Cloud emulator on 127.0.0.1:{_emulator.PORT}, "
+            f"object store (S3) on {gateway}:{_object_store.PORT}")
         return nodes
 
     def _wait_booted(self, n: Node, timeout: float) -> None:
@@ -103,6 +107,7 @@ class Lab:
             log(f"removing {name}")
             self.podman.remove(name)
         self.emulator.stop(self.dir)
+        self.object_store.stop(self.dir)
         for f in (self.known_hosts, self.state_file):
             f.unlink(missing_ok=True)
         log(f"lab down: removed {len(names)} node(s)")

@@ -35,6 +35,12 @@ class Podman:
         out = self._call("ps", "--all", "--filter", f"label={LABEL}", "--format", "json").stdout
         return {c["Names"][0]: c["State"] for c in json.loads(out or "[]")}
 
+    def bridge_gateway(self) -> str:
+        """The host's address on podman's default network, where the nodes
+        reach servers the lab runs on the host."""
+        out = self._call("network", "inspect", "podman", "--format", "json").stdout
+        return json.loads(out)[0]["subnets"][0]["gateway"]
+
     def image_exists(self, image: str) -> bool:
         return self._call("image", "exists", image, check=False).returncode == 0
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import socket
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
-from gpufleet.lab import _emulator, _nodes
+from gpufleet.lab import _emulator, _nodes, _object_store
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -49,3 +50,15 @@ def test_start_refuses_a_port_that_is_taken(tmp_path):
         busy.listen(1)
         with pytest.raises(RuntimeError, match="is taken by another process"):
             _emulator.start(tmp_path, ROOT, _nodes.plan(1), port=busy.getsockname()[1])
+
+
+def test_object_store_serves_s3_where_asked_and_stops(tmp_path):
+    port = free_port()
+    _object_store.start(tmp_path, ROOT, "127.0.0.1", port=port)
+    try:
+        # moto's S3 answers ListBuckets on its root.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as answer:
+            assert b"ListAllMyBucketsResult" in answer.read()
+    finally:
+        assert _object_store.stop(tmp_path) is True
+    assert _object_store.stop(tmp_path) is False

@@ -35,6 +35,9 @@ class FakePodman(Podman):
         self.calls.append(("rm", name))
         self.containers.pop(name, None)
 
+    def bridge_gateway(self):
+        return "10.88.0.1"
+
     def exec(self, name, *argv, check=True, stdin=None):
         self.calls.append(("exec", name, argv[0]))
         out = {
@@ -56,10 +59,23 @@ class FakeEmulator:
         self.stopped += 1
 
 
+class FakeObjectStore:
+    def __init__(self):
+        self.listening_on = None
+        self.stopped = 0
+
+    def start(self, lab_dir, root, gateway):
+        self.listening_on = gateway
+
+    def stop(self, lab_dir):
+        self.stopped += 1
+
+
 @pytest.fixture
 def lab(tmp_path, monkeypatch):
     monkeypatch.setattr(_ssh, "wait_for_banner", lambda node, timeout: None)
-    return Lab(tmp_path / "lab", podman=FakePodman(), root=tmp_path, emulator=FakeEmulator())
+    return Lab(tmp_path / "lab", podman=FakePodman(), root=tmp_path, emulator=FakeEmulator(),
+               object_store=FakeObjectStore())
 
 
 def test_up_starts_missing_nodes_and_writes_known_hosts(lab):
@@ -76,6 +92,8 @@ def test_up_starts_missing_nodes_and_writes_known_hosts(lab):
     state = json.loads(lab.state_file.read_text())
     assert [n["address"] for n in state["nodes"]] == ["127.0.0.11", "127.0.0.12"]
     assert lab.emulator.seeded == ["gpufleet-lab-1", "gpufleet-lab-2"]
+    # The nodes' object store listens on the host side of their network only.
+    assert lab.object_store.listening_on == "10.88.0.1"
 
 
 def test_up_again_creates_nothing_and_restarts_stopped_nodes(lab):
@@ -113,4 +131,4 @@ def test_down_removes_every_node_and_the_state(lab):
     assert not lab.known_hosts.exists()
     assert not lab.state_file.exists()
     assert (lab.dir / "id_ed25519").exists(), "the key survives, so it stays stable across labs"
-    assert lab.emulator.stopped == 1
+    assert lab.emulator.stopped == 1 and lab.object_store.stopped == 1

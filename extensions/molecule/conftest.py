@@ -71,7 +71,9 @@ def ansible_playbook(playbook: Path, *nodes: str, extra_vars: dict | None = None
     root = project_dir()
     inventory = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
     env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), "--limit", ",".join(nodes)]
+    # localhost too: the project's playbooks write their reports from it.
+    limit = ",".join([*nodes, "localhost"])
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), "--limit", limit]
     argv += ["-e", json.dumps(extra_vars or {}), str(playbook)]
     return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False)
 

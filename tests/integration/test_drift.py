@@ -15,8 +15,10 @@ from tests.integration.helpers import ROOT, gpufleet, node_exec, run_playbook
 pytestmark = pytest.mark.lab
 
 BASELINE = "gpufleet.cloud.baseline : "
+MONITORING = "gpufleet.cloud.monitoring : "
 # What is broken by hand on lab-node-2, and the resources that must report it.
 EXPECTED_DRIFT = {
+    MONITORING + "Enable and start node_exporter",
     BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [vm.zone_reclaim_mode]",
     BASELINE + "Install base packages",
     BASELINE + "Enable and start chrony",
@@ -60,6 +62,7 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
         ["systemctl", "stop", "chrony"],
         ["sh", "-c", "echo 'server 127.0.0.9 iburst' >> /etc/chrony/chrony.conf"],
         ["chmod", "0666", "/etc/security/limits.d/90-gpufleet-baseline.conf"],
+        ["systemctl", "stop", "prometheus-node-exporter"],
     ):
         assert node_exec(node, *argv).returncode == 0, argv
 

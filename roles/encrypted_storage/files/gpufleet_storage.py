@@ -38,8 +38,18 @@ class StorageError(Exception):
     pass
 
 
+# No tool the helper runs (cryptsetup, fscrypt, mount) should take minutes;
+# one that does must fail the unit with a message, not hang the boot.
+TOOL_TIMEOUT = 300
+
+
 def default_run(argv, stdin=None, pass_fds=()):
-    return subprocess.run(argv, input=stdin, pass_fds=pass_fds, capture_output=True, check=False)
+    try:
+        return subprocess.run(argv, input=stdin, pass_fds=pass_fds, capture_output=True, check=False,
+                              timeout=TOOL_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        message = "%s did not finish within %ds" % (argv[0], TOOL_TIMEOUT)
+        return subprocess.CompletedProcess(argv, 124, b"", message.encode())
 
 
 def text(result):
@@ -268,7 +278,9 @@ class Volume:
             self.log("%s is already unlocked" % self.cfg["fscrypt_dir"])
             return
         key = self.key()
-        result = self._fscrypt_with_key(["fscrypt", "unlock", self.cfg["fscrypt_dir"]], key, "fscrypt unlock")
+        # --quiet: with a wrong key, fscrypt otherwise asks again, forever,
+        # printing its prompt to a pipe nobody answers.
+        result = self._fscrypt_with_key(["fscrypt", "unlock", self.cfg["fscrypt_dir"], "--quiet"], key, "fscrypt unlock")
         if result.returncode != 0:
             raise StorageError(
                 "the data key from KMS does not unlock %s (wrong key or envelope?); it stays locked: %s"

@@ -155,3 +155,9 @@ def test_main_reports_failures_on_stderr(tmp_path, capsys):
 
     assert storage.main(["unlock", "data"], volume_factory=factory) == 1
     assert "unlock failed" in capsys.readouterr().err
+
+
+def test_a_tool_that_hangs_fails_with_a_message_instead(monkeypatch):
+    monkeypatch.setattr(storage, "TOOL_TIMEOUT", 0.5)
+    result = storage.default_run(["sleep", "30"])
+    assert result.returncode == 124 and b"sleep did not finish within" in result.stderr

@@ -16,8 +16,9 @@ description:
   - Diffs of tasks under C(no_log) are replaced by a redaction marker; tasks
     with C(diff) set to false produce no diff.
   - Also records per-host metadata from the inventory (C(gpufleet_provider),
-    C(gpufleet_region), C(gpufleet_gpu)) and the versions of the kernel and
-    of key packages, for peer comparison.
+    C(gpufleet_region), C(gpufleet_gpu)) and the versions of the kernel, of
+    key packages and of the driver and CUDA that P(gpufleet.cloud.gpu_facts#module)
+    reports, for peer comparison.
   - Writes one JSON document at the end of the run.
 requirements:
   - enable in configuration, for example C(ANSIBLE_CALLBACKS_ENABLED=gpufleet.cloud.drift)
@@ -111,6 +112,14 @@ class CallbackModule(CallbackBase):
         kernel = facts.get("ansible_kernel") or facts.get("kernel")
         if kernel:
             versions["kernel"] = str(kernel)
+        # What the GPUs run, as gpu_facts reads it from nvidia-smi: the
+        # packages say what is installed, this says what is loaded.
+        gpu = facts.get("gpu")
+        if isinstance(gpu, dict):
+            for key, label in (("driver_version", "driver"), ("cuda_version", "CUDA (driver)"),
+                               ("loaded_module_version", "nvidia module")):
+                if gpu.get(key):
+                    versions[label] = str(gpu[key])
         packages = facts.get("packages")
         if isinstance(packages, dict):
             for name in self.get_option("packages"):

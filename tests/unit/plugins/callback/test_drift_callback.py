@@ -137,5 +137,14 @@ def test_versions_are_collected_for_peer_comparison(cb, tmp_path):
     cb.v2_runner_on_ok(result(h, FakeTask("Read packages", "ansible.builtin.package_facts"),
                               {"ansible_facts": {"packages": {"chrony": [{"version": "4.3-2"}],
                                                               "jq": [{"version": "1.6"}]}}}))
+    cb.v2_runner_on_ok(result(h, FakeTask("Read GPUs", "gpufleet.cloud.gpu_facts"),
+                              {"ansible_facts": {"gpu": {"driver_version": "535.216.01", "cuda_version": "12.2",
+                                                         "loaded_module_version": "535.216.01", "count": 8}}}))
+    # A node without GPUs has no versions to compare, not empty ones.
+    cb.v2_runner_on_ok(result(FakeHost("n2"), FakeTask("Read GPUs", "gpufleet.cloud.gpu_facts"),
+                              {"ansible_facts": {"gpu": {"driver_version": None, "cuda_version": None,
+                                                         "loaded_module_version": None, "count": 0}}}))
     report = finish(cb, tmp_path)
-    assert report["hosts"]["n1"]["versions"] == {"kernel": "6.1.0-27-amd64", "chrony": "4.3-2"}
+    assert report["hosts"]["n1"]["versions"] == {"kernel": "6.1.0-27-amd64", "chrony": "4.3-2", "driver": "535.216.01",
+                                                 "CUDA (driver)": "12.2", "nvidia module": "535.216.01"}
+    assert report["hosts"]["n2"]["versions"] == {}

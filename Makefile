@@ -1,6 +1,6 @@
 # gpufleet: every entry point a developer or CI needs.
 #   make demo   bring the lab fleet up, bootstrap it with site.yml, show that a
-#               second run changes nothing
+#               second run changes nothing, then a drift scan finds it in sync
 #   make test   every test: unit, lint, sanity, Molecule, lab, inventory
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -20,7 +20,7 @@ timed = start=$$(date +%s); if $(2); then rc=0; else rc=$$?; fi; echo "$(1) $$((
 
 .PHONY: help
 help:
-	@echo "make demo      lab fleet up, site.yml twice (second run: 0 changed)"
+	@echo "make demo      lab fleet up, site.yml twice (second run: 0 changed), drift scan"
 	@echo "make test      unit, lint, sanity, molecule, lab and inventory tests"
 	@echo "make deps      venv, collections, podman settings and base images"
 	@echo "make unit | lint | sanity | molecule | lab-test | inventory-test"
@@ -65,6 +65,8 @@ demo: deps
 	$(BIN)/ansible-playbook site.yml -i inventories/lab | tee .cache/demo-second-run.log
 	@grep -Eq 'changed=[1-9]|failed=[1-9]|unreachable=[1-9]' .cache/demo-second-run.log && \
 	  { echo "demo: the second run was not idempotent"; exit 1; } || echo "demo: second run changed nothing"
+	@echo "== drift: the converged fleet must be in sync =="
+	$(BIN)/gpufleet drift -i inventories/lab
 lab-up: deps
 	$(BIN)/gpufleet lab up
 lab-down: venv

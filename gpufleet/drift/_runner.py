@@ -3,6 +3,7 @@ mode, with the gpufleet.cloud.drift callback) and the remediation run."""
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -28,7 +29,10 @@ def _progress(stream):
 
 def _run(root: Path, playbook: str, inventory: str, extra_env: dict[str, str], cmdline: str,
          limit: str | None, tags: str | None, quiet: bool):
-    env = {"ANSIBLE_CONFIG": str(root / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", **extra_env}
+    # ansible-playbook from the environment gpufleet is installed in, first:
+    # a venv's gpufleet must work without the venv being activated.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
+    env = {"ANSIBLE_CONFIG": str(root / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "PATH": path, **extra_env}
     with tempfile.TemporaryDirectory(prefix="gpufleet-runner-") as private:
         result = ansible_runner.run(
             private_data_dir=private,

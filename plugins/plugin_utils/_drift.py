@@ -69,14 +69,17 @@ def classify(action, result, outcome):
         return FAILED
     if outcome == "skipped":
         msg = str(result.get("msg", ""))
-        if action in COMMAND_ACTIONS:
-            return NOT_VERIFIED
-        if "does not support check mode" in msg:
-            return NOT_VERIFIED
         if _mentions_check_mode(result):
             # Skipped *because* this is check mode: its resource was not looked at.
             return NOT_VERIFIED
-        return None  # a `when:` that does not apply to this host
+        if result.get("false_condition") is not None:
+            # A `when:` that does not apply to this host (for a command too:
+            # its condition, read from the node, said there is nothing to do).
+            return None
+        if action in COMMAND_ACTIONS or "does not support check mode" in msg:
+            # The module itself declined to run in check mode.
+            return NOT_VERIFIED
+        return None
     if action in COMMAND_ACTIONS and not result.get("changed"):
         # A command that ran in check mode (check_mode: false) and reported
         # no change is a probe, not a managed resource.

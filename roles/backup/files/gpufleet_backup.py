@@ -102,11 +102,14 @@ class Backup:
         return json.loads(self.restic("snapshots", "--json", "--host", self.cfg["host"]) or "[]")
 
     # -- commands --------------------------------------------------------------
-    def init(self):
+    def init(self, check=False):
+        """Create the repository unless it exists; True if it did (or, with
+        `check`, would: Ansible's check mode asks without changing it)."""
         result = self.run(["restic", "--no-cache"] + self.cfg.get("restic_options", []) + ["cat", "config"])
         if result.returncode == 0:
             return False
-        self.restic("init")
+        if not check:
+            self.restic("init")
         return True
 
     def hooks(self, which):
@@ -183,8 +186,8 @@ class Backup:
 def main(argv=None, factory=None):
     argv = sys.argv[1:] if argv is None else argv
     commands = ("init", "run", "prune", "check", "metrics")
-    if len(argv) != 1 or argv[0] not in commands:
-        sys.stderr.write("usage: gpufleet-backup {%s}\n" % ",".join(commands))
+    if not argv or argv[0] not in commands or argv[1:] not in ([], ["--check"]) or (argv[1:] and argv[0] != "init"):
+        sys.stderr.write("usage: gpufleet-backup {%s} (init takes --check)\n" % ",".join(commands))
         return 2
     try:
         if factory:
@@ -193,7 +196,7 @@ def main(argv=None, factory=None):
             with open(SETTINGS) as handle:
                 backup = Backup(json.load(handle))
         if argv[0] == "init":
-            print(json.dumps({"changed": backup.init()}))
+            print(json.dumps({"changed": backup.init(check=argv[1:] == ["--check"])}))
         else:
             getattr(backup, "backup" if argv[0] == "run" else argv[0])()
     except (BackupError, IOError, OSError, ValueError) as exc:

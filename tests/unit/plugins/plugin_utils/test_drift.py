@@ -26,6 +26,11 @@ from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _drift
          "skipped", _drift.NOT_VERIFIED),
         # a `when:` that does not apply to this host says nothing
         ("ansible.builtin.template", {"false_condition": "baseline_time_sync"}, "skipped", None),
+        # a command whose condition, read from the node, says nothing is to do
+        ("ansible.builtin.command", {"false_condition": "'hash' not in live.stdout"}, "skipped", None),
+        # a command skipped by a condition on check mode: not verified
+        ("ansible.builtin.command", {"false_condition": "not ansible_check_mode or ready"}, "skipped",
+         _drift.NOT_VERIFIED),
         # reads own no resource...
         ("ansible.builtin.assert", {"changed": False}, "ok", None),
         ("ansible.builtin.package_facts", {}, "ok", None),

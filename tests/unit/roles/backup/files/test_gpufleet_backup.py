@@ -89,6 +89,14 @@ def test_init_creates_only_a_missing_repository(tmp_path):
     assert any("init" in c for c in restic.calls)
 
 
+def test_init_check_asks_without_creating(tmp_path, capsys):
+    restic = Restic(fail=("cat config",))
+    assert backup.main(["init", "--check"], factory=lambda: backup.Backup(settings(tmp_path), run=restic)) == 0
+    assert json.loads(capsys.readouterr().out) == {"changed": True}
+    assert not any("init" in c for c in restic.calls), restic.calls
+    assert backup.main(["run", "--check"]) == 2, "only init takes --check"
+
+
 def test_check_restores_a_sample_and_compares_its_size(tmp_path, monkeypatch):
     listing = [{"type": "dir", "path": "/srv"}, {"type": "file", "path": "/srv/ckpt/a.bin", "size": 3}]
 

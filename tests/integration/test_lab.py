@@ -1,10 +1,13 @@
-"""The lab fleet end to end: up, converge over real SSH, a second run with
-zero changes, down. This is what `make demo` shows a new user."""
+"""The lab fleet end to end: up, a converge killed half-way, a converge over
+real SSH that finishes the job, a next run with zero changes, down. This is
+what `make demo` shows a new user, plus the interruption."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 
 import pytest
@@ -52,12 +55,35 @@ def test_the_lab_is_discovered_through_the_aliyun_plugin(lab):
     assert plain(hv["gpufleet_private_ip"]) == "127.0.0.12"
 
 
-def test_site_converges_then_changes_nothing(lab):
+def kill_site_run_at(marker: str) -> str:
+    """Start site.yml on the lab and kill it, with all its workers, as soon as
+    `marker` shows in its output: a run cut off mid-role, the way a lost
+    laptop session or a cancelled CI job ends one. Returns what it printed."""
+    proc = subprocess.Popen(
+        [shutil.which("ansible-playbook"), "site.yml", "-i", "inventories/lab"], cwd=ROOT, env=ansible_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if marker in line:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    return "".join(seen)
+
+
+def test_site_converges_after_an_interrupted_run_then_changes_nothing(lab):
+    # Killed in the middle of the node-wide roles, after the firewall went up.
+    cut = kill_site_run_at("TASK [gpufleet.cloud.monitoring : ")
+    assert "TASK [gpufleet.cloud.monitoring : " in cut and "PLAY RECAP" not in cut, cut[-3000:]
+
     first = run_playbook("site.yml", "-i", "inventories/lab")
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr
     stats = recap(first.stdout)
     assert sorted(stats) == ["lab-node-1", "lab-node-2", "lab-node-3"]
-    assert all(s["changed"] > 0 for s in stats.values()), "a fresh lab must need changes"
+    assert all(s["changed"] > 0 for s in stats.values()), "the cut-off run must have left work to do"
 
     second = run_playbook("site.yml", "-i", "inventories/lab")
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr

@@ -41,7 +41,7 @@ def awx_tasks():
                 yield task, key.removeprefix("awx.awx."), args
 
 
-@pytest.mark.parametrize("task", [t["name"] for t, _, _ in awx_tasks()])
+@pytest.mark.parametrize("task", [t["name"] for t, dummy, dummy2 in awx_tasks()])
 def test_awx_tasks_use_only_documented_options(task):
     (found,) = [(m, a) for t, m, a in awx_tasks() if t["name"] == task]
     module, args = found
@@ -55,7 +55,7 @@ def test_awx_tasks_use_only_documented_options(task):
 
 
 def test_job_templates_run_playbooks_of_the_project():
-    (task,) = [t for t, m, _ in awx_tasks() if m == "job_template"]
+    (task,) = [t for t, m, dummy in awx_tasks() if m == "job_template"]
     templates = {item["name"]: item for item in task["loop"]}
     for item in templates.values():
         assert (ROOT / item["playbook"]).is_file(), item["playbook"]
@@ -63,7 +63,7 @@ def test_job_templates_run_playbooks_of_the_project():
     assert templates["gpufleet drift"]["playbook"] == "playbooks/drift.yml"
     assert templates["gpufleet drift"]["job_type"] == "check"
     assert "awx_config_job_slices" in templates["gpufleet bootstrap sliced"]["slices"]
-    (schedule,) = [a for _, m, a in awx_tasks() if m == "schedule"]
+    (schedule,) = [a for dummy, m, a in awx_tasks() if m == "schedule"]
     assert schedule["unified_job_template"] == "gpufleet drift"
 
 

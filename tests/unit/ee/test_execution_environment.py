@@ -80,7 +80,7 @@ def containerfile(context) -> str:
 @pytest.fixture(scope="module")
 def constraints() -> dict[str, str]:
     lines = (ROOT / "requirements" / "constraints.txt").read_text().splitlines()
-    return {normal(n): v for n, _, v in (line.partition("==") for line in lines if "==" in line)}
+    return {normal(n): v for n, v in (line.split("==", 1) for line in lines if "==" in line)}
 
 
 def test_the_containerfile_installs_everything_the_context_holds(containerfile):
@@ -151,7 +151,9 @@ def test_the_collection_goes_in_from_this_checkout_with_pinned_dependencies(cont
     # the local entry is installed.
     only_local = tmp_path / "local.yml"
     only_local.write_text(yaml.safe_dump({"collections": local}))
-    run(str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "-r", str(only_local),
+    # --force: `make unit` exports the project's ansible.cfg, whose
+    # collections path already holds this checkout as gpufleet.cloud.
+    run(str(BIN / "ansible-galaxy"), "collection", "install", "--force", "--no-deps", "-r", str(only_local),
         "-p", str(tmp_path / "installed"), cwd=context)
     installed = tmp_path / "installed" / "ansible_collections" / "gpufleet" / "cloud"
     manifest = yaml.safe_load((installed / "MANIFEST.json").read_text())

@@ -25,6 +25,8 @@ help:
 	@echo "make deps      venv, collections, podman settings and base images"
 	@echo "make unit | lint | sanity | molecule | lab-test | inventory-test"
 	@echo "make bench-inventory   inventory benchmark (not part of make test)"
+	@echo "make ee-context        the AWX execution environment's build context in build/ee/context"
+	@echo "make ee-image EE_TAG=REGISTRY/NAME:TAG   build that image (needs registries: see docs/awx.md)"
 	@echo "make molecule SCENARIO=baseline   one role's scenario"
 	@echo "make gpu       GPU stack on this machine (needs an NVIDIA GPU)"
 	@echo "make lab-down  remove the lab fleet"
@@ -109,6 +111,23 @@ gpu: venv collections
 .PHONY: bench-inventory
 bench-inventory: venv collections
 	$(BIN)/python -m bench.inventory
+
+# ---- execution environment (AWX, Ansible Automation Platform) ------------
+# The collection goes in as the tarball `ansible-galaxy collection build`
+# makes (build_ignore applied), under the fixed name execution-environment.yml
+# copies, so the definition does not change with each version.
+EE_DIR := build/ee
+EE_TAG ?= gpufleet-ee:latest
+.PHONY: ee-tarball ee-context ee-image
+ee-tarball: venv
+	rm -rf $(EE_DIR) && mkdir -p $(EE_DIR)
+	$(BIN)/ansible-galaxy collection build --force --output-path $(EE_DIR) .
+	mv $(EE_DIR)/gpufleet-cloud-*.tar.gz $(EE_DIR)/gpufleet-cloud.tar.gz
+ee-context: ee-tarball
+	$(BIN)/ansible-builder create -f execution-environment.yml -c $(EE_DIR)/context
+# Pulls the base image and Galaxy collections: not possible on our machines.
+ee-image: ee-tarball
+	$(BIN)/ansible-builder build -f execution-environment.yml -c $(EE_DIR)/context -t $(EE_TAG) --container-runtime podman
 
 # Re-resolve every Python dependency and pin the result.
 .PHONY: lock

@@ -14,6 +14,12 @@ from pathlib import Path
 
 import pytest
 
+# The project's own test helpers (tests/prometheus.py) for scenario tests:
+# pytest puts only this folder and each scenario's tests/ on the path.
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
 
 def debian_major(host) -> int:
     """Debian major version of the node, from /etc/debian_version."""

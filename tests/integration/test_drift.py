@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from tests.integration.helpers import ROOT, gpufleet, node_exec, run_playbook
+from tests.prometheus import serve
 
 pytestmark = pytest.mark.lab
 
@@ -52,6 +53,33 @@ def test_a_converged_fleet_is_clean(converged, tmp_path):
     assert report["summary"]["coverage_percent"] == 100.0
     assert report["summary"]["states"].get("in-sync", 0) > 0
     assert set(report["hosts"]) == {"lab-node-1", "lab-node-2", "lab-node-3"}
+
+
+def test_prometheus_scrapes_every_lab_node(converged, tmp_path):
+    # A real Prometheus on this machine scrapes each node's exporter on the
+    # node's own address, as a fleet's Prometheus would: through the
+    # firewall, which admits only security_monitoring_cidrs (the host's
+    # bridge address, in the lab).
+    targets = {}
+    for index in (1, 2, 3):
+        node = f"gpufleet-lab-{index}"
+        address = subprocess.run(["podman", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", node],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        targets[f"lab-node-{index}"] = f"{address}:9100"
+        # A backup now, to the lab's object store, so its metrics are fresh.
+        backup = node_exec(node, "systemctl", "start", "gpufleet-backup.service")
+        assert backup.returncode == 0, backup.stderr
+    with serve(tmp_path, "lab", list(targets.values())) as prometheus:
+        for target in targets.values():
+            assert prometheus.query(f'node_uname_info{{instance="{target}"}}'), target
+            # The textfile collector serves what the other roles write.
+            for metric, labels, condition in (
+                ("gpufleet_backup_last_run_success", "", "== 1"),
+                ("gpufleet_backup_snapshots", "", ">= 1"),
+                ("gpufleet_health_check", 'check="gpu_count",result="pass",', "== 1"),
+            ):
+                expr = f'{metric}{{{labels}instance="{target}"}} {condition}'
+                assert prometheus.query(expr), f"{expr} is not true"
 
 
 def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):

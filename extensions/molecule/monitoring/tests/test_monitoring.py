@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
 from conftest import assert_file, assert_package, assert_unit_running, prometheus_tool
+
+from tests.prometheus import serve
 
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 # Mirrors molecule.yml: where each node publishes node_exporter.
@@ -124,66 +123,14 @@ def test_dashboard_is_grafana_json():
 # ---- a real Prometheus server -------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Prometheus:
-    def __init__(self, url: str):
-        self.url = url
-
-    def api(self, path: str, **params) -> dict:
-        query = urllib.parse.urlencode(params)
-        with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=10) as resp:
-            body = json.loads(resp.read().decode())
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr: str) -> list[dict]:
-        return self.api("query", query=expr)["result"]
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
     """A Prometheus server on 127.0.0.1 that scrapes both nodes every second
     with the exported rules loaded; stopped afterwards."""
     work = tmp_path_factory.mktemp("prometheus")
-    targets = json.dumps(list(TARGETS.values()))
-    (work / "prometheus.yml").write_text(
-        f"""global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: ["{EXPORT / 'gpufleet.rules.yml'}"]
-scrape_configs:
-  - job_name: {JOB}
-    static_configs:
-      - targets: {targets}
-"""
-    )
-    port = free_port()
-    proc = subprocess.Popen(
-        [prometheus_tool("prometheus"), f"--config.file={work / 'prometheus.yml'}",
-         f"--storage.tsdb.path={work / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=(work / "prometheus.log").open("w"),
-    )
-    server = Prometheus(f"http://127.0.0.1:{port}")
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if len(server.query(f'up{{job="{JOB}"}} == 1')) == len(TARGETS):
-                    break
-            except OSError:
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail("Prometheus did not scrape both nodes within 60s:\n" + (work / "prometheus.log").read_text()[-3000:])
+    with serve(work, JOB, list(TARGETS.values()), rule_files=[EXPORT / "gpufleet.rules.yml"],
+               binary=Path(prometheus_tool("prometheus"))) as server:
         yield server
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_prometheus_scrapes_every_node(prometheus):

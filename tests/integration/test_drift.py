@@ -13,7 +13,9 @@ import pytest
 from tests.integration.helpers import ROOT, gpufleet, node_exec, run_playbook
 from tests.prometheus import serve
 
-pytestmark = pytest.mark.lab
+# One lab fleet at a time: its node names, addresses and emulator ports are
+# fixed, so with `pytest -n` these modules run on one worker.
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-fleet")]
 
 BASELINE = "gpufleet.cloud.baseline : "
 MONITORING = "gpufleet.cloud.monitoring : "

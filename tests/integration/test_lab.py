@@ -14,7 +14,9 @@ import pytest
 
 from tests.integration.helpers import ROOT, ansible_env, gpufleet, recap, run_playbook
 
-pytestmark = pytest.mark.lab
+# One lab fleet at a time: its node names, addresses and emulator ports are
+# fixed, so with `pytest -n` these modules run on one worker.
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-fleet")]
 
 
 def test_lab_nodes_are_reachable_only_on_loopback(lab):

@@ -76,9 +76,23 @@ def trust_host_cas(name: str) -> None:
     extra = sorted(glob.glob("/usr/local/share/ca-certificates/*.crt"))
     for cert in extra:
         subprocess.run(["podman", "cp", cert, f"{name}:/usr/local/share/ca-certificates/"], check=True)
-    if extra:
-        node_exec(name, "update-ca-certificates")
+    for _attempt in range(3):
+        updated = node_exec(name, "update-ca-certificates")
+        # Trusted means in the bundle pip reads: check each CA's body is there.
+        bundle = node_exec(name, "cat", "/etc/ssl/certs/ca-certificates.crt").stdout
+        if updated.returncode == 0 and all(_body(cert) in bundle for cert in extra):
+            break
+    else:
+        raise AssertionError(f"{name}: the host's CAs did not reach the node's bundle: {updated.stdout}{updated.stderr}")
     node_exec(name, "sh", "-c", "printf '[global]\\ncert = /etc/ssl/certs/ca-certificates.crt\\n' > /etc/pip.conf")
+
+
+def _body(cert_path: str) -> str:
+    """A PEM certificate's base64 body, as one string (bundles rewrap nothing,
+    but compare bodies, not headers or trailing whitespace)."""
+    with open(cert_path) as handle:
+        lines = [line.strip() for line in handle if line.strip() and not line.startswith("-----")]
+    return "\n".join(lines[:3])
 
 
 def apply_role(name: str, role: str, variables: dict, *extra: str):

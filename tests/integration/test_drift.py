@@ -68,9 +68,11 @@ def test_prometheus_scrapes_every_lab_node(converged, tmp_path):
         address = subprocess.run(["podman", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", node],
                                  capture_output=True, text=True, check=True).stdout.strip()
         targets[f"lab-node-{index}"] = f"{address}:9100"
-        # A backup now, to the lab's object store, so its metrics are fresh.
-        backup = node_exec(node, "systemctl", "start", "gpufleet-backup.service")
-        assert backup.returncode == 0, backup.stderr
+        # A backup and a health check now, so their metrics exist: their
+        # timers' first runs come a minute or more after the converge.
+        for unit in ("gpufleet-backup.service", "gpufleet-health.service"):
+            started = node_exec(node, "systemctl", "start", unit)
+            assert started.returncode == 0, f"{node} {unit}: {started.stderr}"
     with serve(tmp_path, "lab", list(targets.values())) as prometheus:
         for target in targets.values():
             assert prometheus.query(f'node_uname_info{{instance="{target}"}}'), target

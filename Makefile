@@ -25,6 +25,7 @@ help:
 	@echo "make deps      venv, collections, podman settings and base images"
 	@echo "make unit | lint | sanity | molecule | lab-test | inventory-test"
 	@echo "make bench-inventory   inventory benchmark (not part of make test)"
+	@echo "make bench-fleet       lab at 1, 4, 8 nodes: no-op converge and drift scan, three configs"
 	@echo "make ee-context        the AWX execution environment's build context in build/ee/context"
 	@echo "make ee-image EE_TAG=REGISTRY/NAME:TAG   build that image (needs registries: see docs/awx.md)"
 	@echo "make molecule SCENARIO=baseline   one role's scenario"
@@ -112,9 +113,12 @@ gpu: venv collections
 	@$(call timed,gpu,$(BIN)/molecule test -s gpu)
 
 # ---- benchmarks (never part of make test) ------------------------------
-.PHONY: bench-inventory
+.PHONY: bench-inventory bench-fleet
 bench-inventory: venv collections
 	$(BIN)/python -m bench.inventory
+# Takes over the lab fleet (gpufleet lab up -n 1, 4, 8) and leaves it at 8.
+bench-fleet: venv collections images
+	$(BIN)/python -m bench.fleet
 
 # ---- execution environment (AWX, Ansible Automation Platform) ------------
 # The collection goes in as the tarball `ansible-galaxy collection build`

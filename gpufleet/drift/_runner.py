@@ -32,7 +32,10 @@ def _run(root: Path, playbook: str, inventory: str, extra_env: dict[str, str], c
     # ansible-playbook from the environment gpufleet is installed in, first:
     # a venv's gpufleet must work without the venv being activated.
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
-    env = {"ANSIBLE_CONFIG": str(root / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "PATH": path, **extra_env}
+    # The project's ansible.cfg, unless the caller chose one, as Ansible
+    # itself would honour (bench/fleet compares it with Ansible's defaults).
+    config = os.environ.get("ANSIBLE_CONFIG") or str(root / "ansible.cfg")
+    env = {"ANSIBLE_CONFIG": config, "ANSIBLE_NOCOLOR": "1", "PATH": path, **extra_env}
     with tempfile.TemporaryDirectory(prefix="gpufleet-runner-") as private:
         result = ansible_runner.run(
             private_data_dir=private,
@@ -56,8 +59,6 @@ def scan(root: Path, inventory: str, report_path: Path, limit: str | None = None
     env = {
         "ANSIBLE_CALLBACKS_ENABLED": "gpufleet.cloud.drift",
         "GPUFLEET_DRIFT_REPORT": str(report_path),
-        # Facts cached by an earlier converge would hide a changed node.
-        "ANSIBLE_GATHERING": "implicit",
     }
     return _run(root, "playbooks/drift.yml", inventory, env, "--check --diff", limit, tags, quiet)
 

@@ -35,6 +35,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors exit 1: argparse's usual 2 would read as "drift" in the
     drift command's bitmask (0 clean, 2 drift, 4 failures, 8 unreachable)."""
@@ -53,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     up = lab_sub.add_parser("up", help="start the lab nodes (idempotent)")
     up.add_argument("-n", "--nodes", type=_positive, default=3, help="number of nodes (default 3)")
     up.add_argument("--debian", choices=["12", "13"], default="12", help="Debian release of the nodes (default 12)")
+    up.add_argument("--gpu-stack", type=_count, default=0, metavar="K",
+                    help="make the last K nodes GPU-stack nodes: Debian 13, privileged, site.yml's GPU stack from "
+                         "Debian's packages (default 0)")
     lab_sub.add_parser("down", help="remove every lab node")
     lab_sub.add_parser("status", help="list the lab nodes")
 
@@ -68,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         lab = Lab(lab_dir(), root=project_root())
         try:
             if args.action == "up":
-                lab.up(count=args.nodes, debian=args.debian)
+                lab.up(count=args.nodes, debian=args.debian, gpu_stack=args.gpu_stack)
             elif args.action == "down":
                 lab.down()
             else:

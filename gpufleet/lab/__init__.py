@@ -47,25 +47,31 @@ class Lab:
     def known_hosts(self) -> Path:
         return self.dir / "known_hosts"
 
-    def up(self, count: int = 3, debian: str = "12", boot_timeout: float = 90.0, log=print) -> list[Node]:
-        """Bring the lab to exactly `count` running nodes; safe to repeat."""
-        nodes = _nodes.plan(count)
-        image = _nodes.image_for(debian)
-        if not self.podman.image_exists(image):
-            raise PodmanError(f"image {image} is missing: run `make images` first")
+    def up(self, count: int = 3, debian: str = "12", gpu_stack: int = 0, boot_timeout: float = 90.0,
+           log=print) -> list[Node]:
+        """Bring the lab to exactly `count` running nodes, the last
+        `gpu_stack` of them GPU-stack nodes; safe to repeat."""
+        nodes = _nodes.plan(count, gpu_stack)
+        images = {n.name: _nodes.image_for(debian, n.gpu_stack) for n in nodes}
+        for image in sorted(set(images.values())):
+            if not self.podman.image_exists(image):
+                raise PodmanError(f"image {image} is missing: run `make images` first")
         pubkey = _ssh.ensure_key(self.dir).with_suffix(".pub").read_text()
 
         existing = self.podman.lab_containers()
-        wanted = {n.name for n in nodes}
+        made_for_gpu_stack = self.podman.gpu_stack_containers()
+        wanted = {n.name: n for n in nodes}
         for name in sorted(existing):
-            if name not in wanted:  # a smaller lab than last time
+            # A smaller lab than last time, or a node made for the other role.
+            if name not in wanted or (name in made_for_gpu_stack) != wanted[name].gpu_stack:
                 log(f"removing {name}")
                 self.podman.remove(name)
+                del existing[name]
         for n in nodes:
             state = existing.get(n.name)
             if state is None:
-                log(f"starting {n.name} on {n.endpoint}")
-                self.podman.run_node(n, image)
+                log(f"starting {n.name} on {n.endpoint}{' (GPU stack)' if n.gpu_stack else ''}")
+                self.podman.run_node(n, images[n.name])
             elif state != "running":
                 log(f"restarting {n.name}")
                 self.podman.start(n.name)
@@ -82,7 +88,7 @@ class Lab:
         gateway = self.podman.bridge_gateway()
         self.object_store.start(self.dir, self.root, gateway)
         self.state_file.write_text(
-            json.dumps({"image": image, "user": LAB_USER, "nodes": [vars(n) for n in nodes]}, indent=2) + "\n"
+            json.dumps({"images": images, "user": LAB_USER, "nodes": [vars(n) for n in nodes]}, indent=2) + "\n"
         )
         log(f"lab up: {len(nodes)} node(s), key {self.dir / 'id_ed25519'}, "
             f"Alibaba Cloud emulator on 127.0.0.1:{_emulator.PORT}, "

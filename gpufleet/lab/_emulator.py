@@ -32,7 +32,9 @@ def seed(nodes: list[Node]) -> dict:
                 "private_ip": n.address,
                 "state": "running",
                 "charge": "on_demand",
-                "tags": {"gpufleet-lab": "true", "ssh_port": str(n.port)},
+                "tags": {"gpufleet-lab": "true", "ssh_port": str(n.port),
+                         # inventories/lab puts these nodes in lab_gpu_stack.
+                         **({"gpufleet-lab-gpu-stack": "true"} if n.gpu_stack else {})},
             }
             for n in nodes
         ],

@@ -16,6 +16,9 @@ FIRST_OCTET = 10  # node 1 is 127.0.0.11
 FIRST_PORT = 2200  # node 1 listens on port 2201
 MAX_NODES = 200
 IMAGES = {"12": "localhost/gpufleet-debian:12", "13": "localhost/gpufleet-debian:13"}
+# GPU-stack nodes run Debian 13: the GPU roles' "distro" sources need its
+# NCCL (Debian 12 ships none).
+GPU_STACK_DEBIAN = "13"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,22 +28,28 @@ class Node:
     hostname: str
     address: str
     port: int
+    # A node that takes site.yml's GPU stack (driver, CUDA, NCCL, Docker)
+    # from Debian's packages: privileged, because Docker needs it.
+    gpu_stack: bool = False
 
     @property
     def endpoint(self) -> str:
         return f"{self.address}:{self.port}"
 
 
-def plan(count: int) -> list[Node]:
-    """The nodes of a lab of `count` nodes, numbered from 1."""
+def plan(count: int, gpu_stack: int = 0) -> list[Node]:
+    """The nodes of a lab of `count` nodes, numbered from 1; the last
+    `gpu_stack` of them are GPU-stack nodes."""
     if not isinstance(count, int) or isinstance(count, bool):
         raise ValueError(f"nodes: expected a whole number, got {count!r}")
     if not 1 <= count <= MAX_NODES:
         raise ValueError(f"nodes: must be between 1 and {MAX_NODES}, got {count}")
-    return [node(i) for i in range(1, count + 1)]
+    if not isinstance(gpu_stack, int) or isinstance(gpu_stack, bool) or not 0 <= gpu_stack <= count:
+        raise ValueError(f"gpu_stack: must be a whole number between 0 and the node count {count}, got {gpu_stack!r}")
+    return [node(i, gpu_stack=i > count - gpu_stack) for i in range(1, count + 1)]
 
 
-def node(index: int) -> Node:
+def node(index: int, gpu_stack: bool = False) -> Node:
     address = str(ipaddress.IPv4Address("127.0.0.0") + FIRST_OCTET + index)
     return Node(
         index=index,
@@ -48,6 +57,7 @@ def node(index: int) -> Node:
         hostname=f"lab-node-{index}",
         address=address,
         port=FIRST_PORT + index,
+        gpu_stack=gpu_stack,
     )
 
 
@@ -59,7 +69,9 @@ def index_of(container_name: str) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
-def image_for(debian: str) -> str:
+def image_for(debian: str, gpu_stack: bool = False) -> str:
+    if gpu_stack:
+        return IMAGES[GPU_STACK_DEBIAN]
     try:
         return IMAGES[str(debian)]
     except KeyError:

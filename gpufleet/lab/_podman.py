@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 
 from ._nodes import LABEL, Node
 
+GPU_STACK_LABEL = f"{LABEL}.gpu-stack"
+
 Runner = Callable[[Sequence[str]], subprocess.CompletedProcess]
 
 
@@ -35,6 +37,11 @@ class Podman:
         out = self._call("ps", "--all", "--filter", f"label={LABEL}", "--format", "json").stdout
         return {c["Names"][0]: c["State"] for c in json.loads(out or "[]")}
 
+    def gpu_stack_containers(self) -> set[str]:
+        """Names of the lab containers made as GPU-stack nodes."""
+        out = self._call("ps", "--all", "--filter", f"label={GPU_STACK_LABEL}=1", "--format", "json").stdout
+        return {c["Names"][0] for c in json.loads(out or "[]")}
+
     def bridge_gateway(self) -> str:
         """The host's address on podman's default network, where the nodes
         reach servers the lab runs on the host."""
@@ -45,6 +52,17 @@ class Podman:
         return self._call("image", "exists", image, check=False).returncode == 0
 
     def run_node(self, node: Node, image: str) -> None:
+        if node.gpu_stack:
+            # Docker in a node, as shared/TESTHOSTS.md measured it: a
+            # privileged node with its own cgroup namespace (or nested
+            # containers fail on the cgroup mount), and a tmpfs data root
+            # (overlay2 cannot stack on the node's own overlay).
+            access = ["--label", f"{GPU_STACK_LABEL}=1", "--privileged", "--cgroupns=private",
+                      "--tmpfs=/var/lib/docker:rw,exec,size=4g"]
+        else:
+            # The security role loads nftables rules; NET_ADMIN acts only in
+            # the node's own network namespace, never on the host's.
+            access = ["--cap-add", "NET_ADMIN"]
         self._call(
             "run", "--detach",
             "--name", node.name,
@@ -53,9 +71,7 @@ class Podman:
             "--label", f"{LABEL}.index={node.index}",
             # Only the node's own loopback address and port, never 0.0.0.0.
             "--publish", f"{node.address}:{node.port}:22",
-            # The security role loads nftables rules; NET_ADMIN acts only in
-            # the node's own network namespace, never on the host's.
-            "--cap-add", "NET_ADMIN",
+            *access,
             image, "/sbin/init",
         )
 

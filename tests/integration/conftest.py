@@ -49,12 +49,13 @@ def fresh_node():
         yield name
 
 
-@pytest.fixture(scope="module")
-def lab():
-    """A fresh lab fleet (3 nodes) for one test module, removed afterwards."""
+@contextlib.contextmanager
+def lab_fleet(*up_args: str):
+    """A fresh lab fleet (`gpufleet lab up` with these arguments), removed
+    afterwards."""
     # Start from fresh nodes, so the first converge really has work to do.
     gpufleet("lab", "down")
-    up = gpufleet("lab", "up")
+    up = gpufleet("lab", "up", *up_args)
     if up.returncode != 0 and "is missing" in up.stderr:
         _unavailable(up.stderr)
     assert up.returncode == 0, up.stdout + up.stderr
@@ -63,3 +64,10 @@ def lab():
     finally:
         down = gpufleet("lab", "down")
         assert down.returncode == 0, down.stderr
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """A fresh lab fleet (3 nodes) for one test module, removed afterwards."""
+    with lab_fleet():
+        yield

@@ -1,6 +1,10 @@
 """Fleet drift end to end on the lab: converge, a clean scan, drift made by
 hand on one node found exactly, the HTML report looked at in a real browser,
---fix, and an unreachable node reported while the others still are."""
+--fix, and an unreachable node reported while the others still are.
+
+The lab's third node is a GPU-stack node (`gpufleet lab up --gpu-stack 1`):
+it also takes site.yml's GPU play, so Docker's daemon.json and
+/etc/nccl.conf are resources of this fleet too."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import subprocess
 
 import pytest
 
+from tests.integration.conftest import lab_fleet
 from tests.integration.helpers import ROOT, gpufleet, node_exec, run_playbook
 from tests.prometheus import serve
 
@@ -19,8 +24,11 @@ pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-fleet")]
 
 BASELINE = "gpufleet.cloud.baseline : "
 MONITORING = "gpufleet.cloud.monitoring : "
-# What is broken by hand on lab-node-2, and the resources that must report it.
+# What is broken by hand on lab-node-3, the GPU-stack node, and the
+# resources that must report it.
 EXPECTED_DRIFT = {
+    "gpufleet.cloud.docker : Write daemon.json",
+    "gpufleet.cloud.nccl : Write /etc/nccl.conf",
     MONITORING + "Enable and start node_exporter",
     BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [vm.zone_reclaim_mode]",
     BASELINE + "Install base packages",
@@ -40,6 +48,13 @@ def drift(tmp_path, name, *extra):
 
 def not_in_sync(report):
     return {(r["host"], r["resource"]) for r in report["records"] if r["state"] != "in-sync"}
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """Three nodes, the last one with the GPU stack."""
+    with lab_fleet("--gpu-stack", "1"):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +101,23 @@ def test_prometheus_scrapes_every_lab_node(converged, tmp_path):
                 assert prometheus.query(expr), f"{expr} is not true"
 
 
+def test_the_gpu_stack_node_took_the_gpu_play(converged):
+    node = "gpufleet-lab-3"
+    assert node_exec(node, "systemctl", "is-active", "docker").stdout.strip() == "active"
+    daemon = json.loads(node_exec(node, "cat", "/etc/docker/daemon.json").stdout)
+    assert daemon["log-opts"]["max-size"] == "100m"
+    assert "NCCL_SOCKET_IFNAME=eth0" in node_exec(node, "cat", "/etc/nccl.conf").stdout
+    for plain in ("gpufleet-lab-1", "gpufleet-lab-2"):
+        assert node_exec(plain, "test", "-e", "/etc/nccl.conf").returncode == 1, plain
+
+
 def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
-    node = "gpufleet-lab-2"
+    node = "gpufleet-lab-3"
     for argv in (
+        # Before jq goes: it edits daemon.json as JSON, whatever its layout.
+        ["sh", "-c", "jq '.\"log-opts\".\"max-size\" = \"1g\"' /etc/docker/daemon.json > /tmp/daemon.json"
+                     " && cat /tmp/daemon.json > /etc/docker/daemon.json"],
+        ["sh", "-c", "echo NCCL_DEBUG=TRACE >> /etc/nccl.conf"],
         ["sed", "-i", "s/^vm.zone_reclaim_mode=0/vm.zone_reclaim_mode=1/", "/etc/sysctl.d/90-gpufleet-baseline.conf"],
         ["apt-get", "remove", "-y", "-qq", "jq"],
         ["systemctl", "stop", "chrony"],
@@ -100,15 +129,18 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
 
     result, report, out = drift(tmp_path, "drifted")
     assert result.returncode == 2, result.stdout + result.stderr
-    assert not_in_sync(report) == {("lab-node-2", r) for r in EXPECTED_DRIFT}
-    chrony = next(r for r in report["records"]
-                  if r["host"] == "lab-node-2" and r["resource"] == BASELINE + "Configure chrony")
-    assert "127.0.0.9" in json.dumps(chrony["diff"]), "the diff shows the hand-made line"
-    assert "lab-node-2" in result.stdout and "lab-node-1" not in result.stdout.split("\n\n")[0]
+    assert not_in_sync(report) == {("lab-node-3", r) for r in EXPECTED_DRIFT}
+    for resource, made in ((BASELINE + "Configure chrony", "127.0.0.9"),
+                           ("gpufleet.cloud.docker : Write daemon.json", "1g"),
+                           ("gpufleet.cloud.nccl : Write /etc/nccl.conf", "TRACE")):
+        record = next(r for r in report["records"] if r["host"] == "lab-node-3" and r["resource"] == resource)
+        assert made in json.dumps(record["diff"]), f"{resource}: the diff shows the hand-made change"
+    table = result.stdout.split("\n\n")[0]
+    assert "lab-node-3" in table and "lab-node-1" not in table and "lab-node-2" not in table
 
     # JUnit: the drifted node's suite has the failures, the others none.
     junit = (out / "report.xml").read_text()
-    assert 'name="lab-node-2" tests=' in junit and f'failures="{len(EXPECTED_DRIFT)}"' in junit
+    assert 'name="lab-node-3" tests=' in junit and f'failures="{len(EXPECTED_DRIFT)}"' in junit
 
     # The HTML report, as a person sees it in a browser.
     browser = shutil.which("chromium")
@@ -120,7 +152,7 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     assert shot.stat().st_size > 10_000
     dom = subprocess.run([browser, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120,
                          check=True).stdout
-    assert "Drifted: lab-node-2</p>" in dom
+    assert "Drifted: lab-node-3</p>" in dom
     assert ">67%</b>nodes in sync" in dom
 
     result, _report, _out = drift(tmp_path, "fix", "--fix", "--yes")

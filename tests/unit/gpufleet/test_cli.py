@@ -19,6 +19,20 @@ def test_lab_up_rejects_unknown_debian_release(capsys):
     assert "--debian" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["-1", "one"])
+def test_lab_up_rejects_bad_gpu_stack_counts_naming_the_option(value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["lab", "up", "--gpu-stack", value])
+    assert exc.value.code == 1
+    assert "--gpu-stack" in capsys.readouterr().err
+
+
+def test_lab_up_refuses_more_gpu_stack_nodes_than_nodes(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("GPUFLEET_LAB_DIR", str(tmp_path))
+    assert cli.main(["lab", "up", "--nodes", "2", "--gpu-stack", "3"]) == 1
+    assert "gpu_stack: must be a whole number between 0 and the node count 2, got 3" in capsys.readouterr().err
+
+
 def test_project_root_finds_galaxy_yml_upwards(tmp_path):
     (tmp_path / "galaxy.yml").write_text("namespace: x\n")
     deep = tmp_path / "a" / "b"

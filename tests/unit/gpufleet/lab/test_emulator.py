@@ -24,6 +24,11 @@ def test_seed_lists_each_node_as_a_running_gpu_instance_at_its_loopback_address(
     assert len({i["instance_id"] for i in data["instances"]}) == 2
 
 
+def test_seed_tags_the_gpu_stack_nodes_for_the_inventory():
+    data = _emulator.seed(_nodes.plan(3, gpu_stack=1))
+    assert [i["tags"].get("gpufleet-lab-gpu-stack") for i in data["instances"]] == [None, None, "true"]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

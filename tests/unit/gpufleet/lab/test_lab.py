@@ -12,13 +12,17 @@ from gpufleet.lab._podman import Podman
 
 
 class FakePodman(Podman):
-    def __init__(self, containers=None, images=("localhost/gpufleet-debian:12",)):
+    def __init__(self, containers=None, images=("localhost/gpufleet-debian:12", "localhost/gpufleet-debian:13")):
         self.containers = dict(containers or {})
+        self.gpu_stack = set()
         self.images = set(images)
         self.calls: list[tuple] = []
 
     def lab_containers(self):
         return dict(self.containers)
+
+    def gpu_stack_containers(self):
+        return set(self.gpu_stack)
 
     def image_exists(self, image):
         return image in self.images
@@ -26,6 +30,8 @@ class FakePodman(Podman):
     def run_node(self, node, image):
         self.calls.append(("run", node.name, node.endpoint, image))
         self.containers[node.name] = "running"
+        if node.gpu_stack:
+            self.gpu_stack.add(node.name)
 
     def start(self, name):
         self.calls.append(("start", name))
@@ -34,6 +40,7 @@ class FakePodman(Podman):
     def remove(self, name):
         self.calls.append(("rm", name))
         self.containers.pop(name, None)
+        self.gpu_stack.discard(name)
 
     def bridge_gateway(self):
         return "10.88.0.1"
@@ -54,6 +61,7 @@ class FakeEmulator:
 
     def start(self, lab_dir, root, nodes):
         self.seeded = [n.name for n in nodes]
+        self.gpu_stack = [n.name for n in nodes if n.gpu_stack]
 
     def stop(self, lab_dir):
         self.stopped += 1
@@ -109,6 +117,47 @@ def test_up_with_fewer_nodes_removes_the_extra_ones(lab):
     lab.podman.calls.clear()
     lab.up(count=1, log=lambda *_: None)
     assert sorted(c for c in lab.podman.calls if c[0] == "rm") == [("rm", "gpufleet-lab-2"), ("rm", "gpufleet-lab-3")]
+
+
+def test_gpu_stack_nodes_are_the_last_ones_on_debian_13(lab):
+    lab.up(count=3, gpu_stack=1, log=lambda *_: None)
+    runs = [c for c in lab.podman.calls if c[0] == "run"]
+    assert [(c[1], c[3]) for c in runs] == [
+        ("gpufleet-lab-1", "localhost/gpufleet-debian:12"),
+        ("gpufleet-lab-2", "localhost/gpufleet-debian:12"),
+        ("gpufleet-lab-3", "localhost/gpufleet-debian:13"),
+    ]
+    assert lab.emulator.gpu_stack == ["gpufleet-lab-3"]
+    state = json.loads(lab.state_file.read_text())
+    assert [n["gpu_stack"] for n in state["nodes"]] == [False, False, True]
+
+
+def test_a_node_made_for_the_other_role_is_made_again(lab):
+    lab.up(count=3, log=lambda *_: None)
+    lab.podman.calls.clear()
+    lab.up(count=3, gpu_stack=1, log=lambda *_: None)
+    assert [c[:2] for c in lab.podman.calls if c[0] in ("run", "rm", "start")] == [
+        ("rm", "gpufleet-lab-3"), ("run", "gpufleet-lab-3")]
+    lab.podman.calls.clear()
+    lab.up(count=3, gpu_stack=1, log=lambda *_: None)
+    assert [c for c in lab.podman.calls if c[0] in ("run", "rm", "start")] == []
+    lab.up(count=3, log=lambda *_: None)
+    assert lab.podman.gpu_stack == set()
+
+
+def test_up_rejects_more_gpu_stack_nodes_than_nodes_before_touching_anything(lab):
+    with pytest.raises(ValueError, match="gpu_stack: .* between 0 and the node count 2, got 3"):
+        lab.up(count=2, gpu_stack=3, log=lambda *_: None)
+    assert lab.podman.calls == []
+
+
+def test_gpu_stack_nodes_need_the_debian_13_image(lab):
+    lab.podman.images.discard("localhost/gpufleet-debian:13")
+    lab.up(count=2, log=lambda *_: None)
+    lab.podman.calls.clear()
+    with pytest.raises(PodmanError, match="localhost/gpufleet-debian:13 is missing"):
+        lab.up(count=2, gpu_stack=1, log=lambda *_: None)
+    assert lab.podman.calls == []
 
 
 def test_up_fails_before_touching_anything_without_the_image(lab):

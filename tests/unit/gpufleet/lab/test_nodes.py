@@ -40,3 +40,18 @@ def test_image_for_names_the_bad_release():
     assert _nodes.image_for("13") == "localhost/gpufleet-debian:13"
     with pytest.raises(ValueError, match="debian: must be one of 12, 13, got '11'"):
         _nodes.image_for("11")
+
+
+def test_plan_makes_the_last_nodes_gpu_stack_nodes():
+    assert [n.gpu_stack for n in _nodes.plan(4, gpu_stack=2)] == [False, False, True, True]
+    assert not any(n.gpu_stack for n in _nodes.plan(2))
+
+
+@pytest.mark.parametrize("bad", [-1, 3, True, "1"])
+def test_plan_rejects_bad_gpu_stack_counts(bad):
+    with pytest.raises(ValueError, match="gpu_stack"):
+        _nodes.plan(2, gpu_stack=bad)
+
+
+def test_gpu_stack_nodes_run_debian_13_whatever_the_lab_release():
+    assert _nodes.image_for("12", gpu_stack=True) == "localhost/gpufleet-debian:13"

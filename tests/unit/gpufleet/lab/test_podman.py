@@ -23,6 +23,28 @@ def test_a_lab_node_publishes_only_loopback_and_may_firewall_itself():
     assert argv[-2:] == ["localhost/gpufleet-debian:12", "/sbin/init"]
 
 
+def test_a_gpu_stack_node_is_privileged_for_docker_and_labelled():
+    calls = []
+
+    def runner(argv):
+        calls.append(list(argv))
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    Podman(runner).run_node(_nodes.node(3, gpu_stack=True), "localhost/gpufleet-debian:13")
+    argv = calls[0]
+    assert argv[argv.index("--publish") + 1] == "127.0.0.13:2203:22"
+    assert {"--privileged", "--cgroupns=private", "--tmpfs=/var/lib/docker:rw,exec,size=4g"} <= set(argv)
+    assert argv[argv.index("gpufleet.lab.gpu-stack=1") - 1] == "--label"
+
+
+def test_gpu_stack_containers_are_found_by_their_label():
+    def runner(argv):
+        assert "label=gpufleet.lab.gpu-stack=1" in argv
+        return subprocess.CompletedProcess(argv, 0, '[{"Names": ["gpufleet-lab-3"]}]', "")
+
+    assert Podman(runner).gpu_stack_containers() == {"gpufleet-lab-3"}
+
+
 def test_bridge_gateway_is_read_from_podmans_default_network():
     inspected = '[{"name": "podman", "subnets": [{"subnet": "10.88.0.0/16", "gateway": "10.88.0.1"}]}]'
 

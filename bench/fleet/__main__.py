@@ -207,7 +207,7 @@ def markdown(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.fleet", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.fleet", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--nodes", default="1,4,8", help="lab sizes, comma-separated (default 1,4,8)")
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help=f"some of {', '.join(CONFIGS)}, comma-separated (default all)")

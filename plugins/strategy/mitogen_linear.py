@@ -20,8 +20,7 @@ description:
   - Unlike C(strategy_plugins) pointed into a virtual environment, the
     name C(gpufleet.cloud.mitogen_linear) works from any installation of the
     collection.
-author:
-  - gpufleet developers
+author: gpufleet developers (@gpufleet)
 requirements:
   - mitogen (optional; see the description)
 seealso:

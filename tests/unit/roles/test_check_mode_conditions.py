@@ -51,5 +51,5 @@ def test_check_mode_is_its_own_condition():
             for condition in whens:
                 operands = top_level_and(" ".join(str(condition).split()))
                 if len(operands) > 1 and any("ansible_check_mode" in o for o in operands):
-                    offenders.append(f"{path.relative_to(ROOT)}: {task.get('name')}: {text}")
+                    offenders.append(f"{path.relative_to(ROOT)}: {task.get('name')}: {condition}")
     assert not offenders, "\n".join(offenders)

@@ -25,24 +25,17 @@ def lab_dir() -> Path:
     return Path(env) if env else project_root() / ".lab"
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+def _at_least(minimum: int):
+    """An argparse type: a whole number no smaller than `minimum`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return parse
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,9 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     lab = sub.add_parser("lab", help="the local lab fleet of podman nodes")
     lab_sub = lab.add_subparsers(dest="action", required=True)
     up = lab_sub.add_parser("up", help="start the lab nodes (idempotent)")
-    up.add_argument("-n", "--nodes", type=_positive, default=3, help="number of nodes (default 3)")
+    up.add_argument("-n", "--nodes", type=_at_least(1), default=3, help="number of nodes (default 3)")
     up.add_argument("--debian", choices=["12", "13"], default="12", help="Debian release of the nodes (default 12)")
-    up.add_argument("--gpu-stack", type=_count, default=0, metavar="K",
+    up.add_argument("--gpu-stack", type=_at_least(0), default=0, metavar="K",
                     help="make the last K nodes GPU-stack nodes: Debian 13, privileged, site.yml's GPU stack from "
                          "Debian's packages (default 0)")
     lab_sub.add_parser("down", help="remove every lab node")

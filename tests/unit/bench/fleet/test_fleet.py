@@ -25,12 +25,17 @@ def test_recap_reads_every_host(tmp_path):
     }
 
 
-def test_a_noop_converge_that_changed_something_is_not_a_figure(monkeypatch, cache, tmp_path):
+def playbook_recaps(monkeypatch, changed):
+    """Every measured run "prints" RECAP with lab-node-2 at `changed`."""
     def measure(argv, env, log):
-        log.write_text(RECAP.format(changed=1))
+        log.write_text(RECAP.format(changed=changed))
         return {"rc": 0, "wall": 10.0, "cpu": 4.0}
 
     monkeypatch.setattr(fleet, "measure", measure)
+
+
+def test_a_noop_converge_that_changed_something_is_not_a_figure(monkeypatch, cache, tmp_path):
+    playbook_recaps(monkeypatch, changed=1)
     with pytest.raises(fleet.NotANoOp, match="gpufleet-lab-2"):
         fleet.converge((tmp_path / "ansible.cfg", {}), tmp_path, "noop", 2, require_noop=True)
     # The converge that brings nodes up may change things.
@@ -39,11 +44,7 @@ def test_a_noop_converge_that_changed_something_is_not_a_figure(monkeypatch, cac
 
 
 def test_a_recap_missing_hosts_is_not_a_figure(monkeypatch, cache, tmp_path):
-    def measure(argv, env, log):
-        log.write_text(RECAP.format(changed=0))
-        return {"rc": 0, "wall": 10.0, "cpu": 4.0}
-
-    monkeypatch.setattr(fleet, "measure", measure)
+    playbook_recaps(monkeypatch, changed=0)
     with pytest.raises(fleet.NotANoOp, match="2 of 3 hosts"):
         fleet.converge((tmp_path / "ansible.cfg", {}), tmp_path, "noop", 3, require_noop=True)
 

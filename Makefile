@@ -117,8 +117,10 @@ gpu: venv collections
 bench-inventory: venv collections
 	$(BIN)/python -m bench.inventory
 # Takes over the lab fleet (gpufleet lab up -n 1, 4, 8) and leaves it at 8.
+# FLEET_CONFIGS=gpufleet,defaults leaves out the linear-strategy runs.
+FLEET_CONFIGS ?= gpufleet,linear,defaults
 bench-fleet: venv collections images
-	$(BIN)/python -m bench.fleet
+	$(BIN)/python -m bench.fleet --configs $(FLEET_CONFIGS)
 
 # ---- execution environment (AWX, Ansible Automation Platform) ------------
 # The collection goes in as the tarball `ansible-galaxy collection build`

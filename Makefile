@@ -44,17 +44,17 @@ $(STAMP)/collections: $(STAMP)/venv requirements/collections.yml tools/install-c
 	$(BIN)/python tools/install-collections.py
 	touch $@
 
-.PHONY: venv collections podman images prometheus-tools deps
+.PHONY: venv collections host images prometheus-tools deps
 venv: $(STAMP)/venv
 collections: $(STAMP)/collections
-podman:
-	tools/podman-setup.sh
+host:
+	tools/host-setup.sh
 # promtool and a Prometheus server for the monitoring tests, unpacked from
 # Debian's package into .cache/tools (see the script for why not installed).
 prometheus-tools:
 	tools/prometheus-tools.sh
 # build-image.sh is itself idempotent: it rebuilds only when its recipe changed.
-images: podman
+images: host
 	tools/build-image.sh bookworm 12
 	tools/build-image.sh trixie 13
 deps: venv collections images prometheus-tools

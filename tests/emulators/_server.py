@@ -281,16 +281,17 @@ def main(emulator_class, argv=None):
     emulator.faults.failed_regions.update(args.fail_region)
     if args.throttle:
         emulator.faults.throttle(args.throttle)
+    # Block SIGTERM and SIGINT before any thread starts, so every thread
+    # inherits the mask and the main thread alone takes them in sigwait().
+    # With a Python handler instead, a signal the kernel hands to a request
+    # thread never wakes a main thread blocked in a lock, and the process
+    # lived on until `gpufleet lab down` killed it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     emulator.start(args.port)
     if args.port_file:
         Path(args.port_file).write_text("%d\n" % emulator.port)
     print("%s emulator listening on %s" % (emulator_class.name, emulator.url), flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        stop.wait()
-    except KeyboardInterrupt:
-        pass
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
     emulator.stop()
     return 0
 

@@ -144,7 +144,7 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
 
     # The HTML report, as a person sees it in a browser.
     browser = shutil.which("chromium")
-    assert browser, "chromium is not installed (tools/podman-setup.sh installs it)"
+    assert browser, "chromium is not installed (tools/host-setup.sh installs it)"
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,900"]
     page = f"file://{out / 'report.html'}"
     shot = ROOT / ".cache" / "drift-report.png"

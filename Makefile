@@ -22,7 +22,8 @@ timed = start=$$(date +%s); if $(2); then rc=0; else rc=$$?; fi; echo "$(1) $$((
 help:
 	@echo "make demo      lab fleet up, site.yml twice (second run: 0 changed), drift scan"
 	@echo "make test      unit, lint, sanity, molecule, lab and inventory tests"
-	@echo "make deps      venv, collections, podman settings and base images"
+	@echo "make deps      venv, collections, host packages and podman settings, base images"
+	@echo "make soak      unit and inventory stages 5 times in a row beside two CPU burners"
 	@echo "make unit | lint | sanity | molecule | lab-test | inventory-test"
 	@echo "make bench-inventory   inventory benchmark (not part of make test)"
 	@echo "make bench-fleet       lab at 1, 4, 8 nodes: no-op converge and drift scan, three configs"
@@ -77,13 +78,22 @@ lab-down: venv
 
 # ---- tests ---------------------------------------------------------------
 .PHONY: test unit lint sanity molecule lab-test inventory-test gpu
+# Every stage runs, even after one fails; the table at the end says which
+# passed, and make test fails if any did not.
+STAGES ?= unit lint sanity molecule lab-test inventory-test
 test: deps
-	@: > $(TIMES)
-	@$(MAKE) --no-print-directory unit lint sanity molecule lab-test inventory-test
-	@echo "== stage times =="; cat $(TIMES)
+	@$(MAKE) --no-print-directory stages
+.PHONY: stages
+stages:
+	@mkdir -p $(dir $(TIMES)) && : > $(TIMES)
+	@for stage in $(STAGES); do $(MAKE) --no-print-directory $(foreach f,$(MAKEFILE_LIST),-f $(f)) $$stage || true; done
+	@echo "== make test: stages =="
+	@$(PYTHON) tools/stage_table.py $(TIMES) $(STAGES)
 
+# The unit tests are independent of each other: on every CPU.
+UNIT_JOBS ?= auto
 unit: venv collections
-	@$(call timed,unit,$(BIN)/pytest tests/unit -q -p no:cacheprovider)
+	@$(call timed,unit,$(BIN)/pytest tests/unit -q -p no:cacheprovider -n $(UNIT_JOBS))
 
 lint: venv collections
 	@$(call timed,lint,$(BIN)/ansible-lint --profile production)
@@ -106,6 +116,14 @@ lab-test: venv collections images
 # servers); needs no podman.
 inventory-test: venv collections
 	@$(call timed,inventory-test,$(BIN)/pytest tests/integration -q -p no:cacheprovider -m inventory)
+
+# The unit and inventory stages SOAK_RUNS times in a row, each time with
+# two CPU-burning processes beside them: timing-dependent tests must wait on
+# conditions, not on a quiet machine. Fails on the first failed run.
+SOAK_RUNS ?= 5
+.PHONY: soak
+soak: venv collections
+	@$(PYTHON) tools/soak.py --runs $(SOAK_RUNS) --burners 2 -- $(MAKE) --no-print-directory unit inventory-test
 
 # Only on a machine with an NVIDIA GPU: converges this machine with the GPU
 # roles (it installs a driver and may reboot) and runs the gpu-marked tests.

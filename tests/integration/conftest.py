@@ -6,11 +6,15 @@ import contextlib
 import os
 import shutil
 import subprocess
+import types
 import uuid
 
 import pytest
 
-from tests.integration.helpers import gpufleet
+from tests.integration.helpers import gpufleet, kill_site_run_at, run_playbook
+
+# Where the first converge is cut off: a task of the node-wide roles.
+SITE_CUT_AT = "TASK [gpufleet.cloud.monitoring : "
 
 
 def _unavailable(reason: str):
@@ -66,8 +70,37 @@ def lab_fleet(*up_args: str):
         assert down.returncode == 0, down.stderr
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lab():
-    """A fresh lab fleet (3 nodes) for one test module, removed afterwards."""
-    with lab_fleet():
+    """The lab fleet the lab and drift tests share: three fresh nodes, the
+    last one a GPU-stack node; removed at the end of the session. Both
+    modules are in one xdist group, so one worker holds it."""
+    with lab_fleet("--gpu-stack", "1"):
         yield
+
+
+@pytest.fixture(scope="session")
+def first_converge(lab):
+    """site.yml's first converge of the shared fleet, the way it goes wrong
+    in life: cut off half-way (after the firewall went up, in the middle of
+    the node-wide roles), then run again to the end, then once more (must
+    change nothing), then in check mode (must report nothing). Converging
+    the fleet once serves both modules: the drift tests' subject is the
+    converged fleet, not its first converge. The results are asserted by
+    tests/integration/test_lab.py."""
+    cut = kill_site_run_at(SITE_CUT_AT)
+    first = run_playbook("site.yml", "-i", "inventories/lab")
+    second = run_playbook("site.yml", "-i", "inventories/lab")
+    check = run_playbook("site.yml", "-i", "inventories/lab", "--check", "--diff")
+    return types.SimpleNamespace(cut=cut, first=first, second=second, check=check)
+
+
+def pytest_collection_modifyitems(items):
+    """With `pytest -n` (LAB_JOBS), keep each module's tests on one worker
+    unless they already name a group: a module's tests share one node
+    (fresh_node), and the bad-input cases of a role share one run on it
+    (tests/integration/roles/bad_input.py), which another worker would
+    only repeat."""
+    for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

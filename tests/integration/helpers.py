@@ -7,10 +7,17 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# The connection to podman nodes. Under the project's ansible.cfg (strategy
+# gpufleet.cloud.mitogen_linear) the short name `podman` is Mitogen's podman
+# connection: one Python interpreter per node for the whole run, instead of
+# a `podman exec` and a file copy for every task, which containers.podman's
+# plugin costs (about 2.5x the time for the bad-input runs).
+PODMAN_CONNECTION = "podman"
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -22,11 +29,13 @@ def ansible_env() -> dict[str, str]:
     return env
 
 
-def run_playbook(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """ansible-playbook from the venv that runs these tests."""
+def run_playbook(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """ansible-playbook from the venv that runs these tests; `env` adds to
+    or overrides ansible_env()."""
     exe = shutil.which("ansible-playbook")
     assert exe, "ansible-playbook is not on PATH"
-    return subprocess.run([exe, *args], cwd=cwd, env=ansible_env(), capture_output=True, text=True, check=False)
+    return subprocess.run([exe, *args], cwd=cwd, env={**ansible_env(), **(env or {})}, capture_output=True, text=True,
+                          check=False)
 
 
 def recap(output: str) -> dict[str, dict[str, int]]:
@@ -76,24 +85,6 @@ def assert_refused_before_any_change(result: subprocess.CompletedProcess, node: 
     return out
 
 
-def assert_fails_before_changing(
-    node: str, role: str, extra_vars: dict, variable: str, tmp_path: Path, *, paths=(), packages=()
-) -> str:
-    """Apply `role` to the podman node `node` with bad `extra_vars` and check
-    that the run fails, that its message names `variable`, that no task
-    changed anything, and that the `paths` and `packages` the role would
-    manage are still absent. Returns the run's output."""
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(ROLE_PLAYBOOK.format(role=role))
-    result = run_playbook("-i", f"{node},", "-c", "containers.podman.podman", "-e", json.dumps(extra_vars), str(playbook))
-    out = assert_refused_before_any_change(result, node, variable)
-    for path in paths:
-        assert not node_has_path(node, path), f"{path} exists"
-    for package in packages:
-        assert not node_has_package(node, package), f"{package} is installed"
-    return out
-
-
 def converge_this_machine(role: str, extra_vars: dict, tmp_path: Path) -> dict[str, int]:
     """Apply `role` to the machine running the tests (hardware tests: GPU and
     RDMA nodes), twice; the second run must change nothing. Extra variables
@@ -112,3 +103,22 @@ def converge_this_machine(role: str, extra_vars: dict, tmp_path: Path) -> dict[s
         runs.append(recap(result.stdout)["localhost"])
     assert runs[1]["changed"] == 0, f"the second run of {role} changed things: {runs[1]}"
     return runs[0]
+
+
+def kill_site_run_at(marker: str) -> str:
+    """Start site.yml on the lab and kill it, with all its workers, as soon as
+    `marker` shows in its output: a run cut off mid-role, the way a lost
+    laptop session or a cancelled CI job ends one. Returns what it printed."""
+    proc = subprocess.Popen(  # pylint: disable=consider-using-with
+        [shutil.which("ansible-playbook"), "site.yml", "-i", "inventories/lab"], cwd=ROOT, env=ansible_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if marker in line:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    return "".join(seen)

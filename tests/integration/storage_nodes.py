@@ -109,19 +109,6 @@ def apply_role(name: str, role: str, variables: dict, *extra: str):
     return result.returncode, out, recap(result.stdout).get(name, {})
 
 
-def assert_fails_in_preflight(name: str, role: str, variables: dict, variable: str, absent=(), packages=()):
-    """The role fails, names the variable, changes nothing, and leaves the
-    paths and packages it would manage absent."""
-    rc, out, stats = apply_role(name, role, variables)
-    assert rc == 2, out
-    assert variable in out, f"the error does not name {variable}:\n{out}"
-    assert stats["failed"] == 1 and stats["changed"] == 0, out
-    for path in absent:
-        assert node_exec(name, "test", "-e", path).returncode == 1, path
-    for package in packages:
-        assert "installed" not in node_exec(name, "dpkg-query", "-W", "-f", "${Status}", package).stdout.split(), package
-
-
 def sh(name: str, script: str, check: bool = True) -> subprocess.CompletedProcess:
     result = node_exec(name, "/bin/sh", "-c", script)
     if check:

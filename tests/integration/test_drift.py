@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 
 import pytest
 
-from tests.integration.conftest import lab_fleet
-from tests.integration.helpers import ROOT, gpufleet, node_exec, run_playbook
+from tests.integration.helpers import ROOT, gpufleet, node_exec
 from tests.prometheus import serve
 
 # One lab fleet at a time: its node names, addresses and emulator ports are
@@ -46,21 +46,34 @@ def drift(tmp_path, name, *extra):
     return result, report, out
 
 
+def lab_status(name):
+    """`gpufleet lab status` of one node, as "state=... ssh=..."."""
+    for row in gpufleet("lab", "status").stdout.splitlines():
+        fields = row.split()
+        if fields and fields[0] == name:
+            return f"state={fields[2]} ssh={fields[4]}"
+    return "absent"
+
+
+def wait_for(condition, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(1)
+    return condition()
+
+
 def not_in_sync(report):
     return {(r["host"], r["resource"]) for r in report["records"] if r["state"] != "in-sync"}
 
 
 @pytest.fixture(scope="module")
-def lab():
-    """Three nodes, the last one with the GPU stack."""
-    with lab_fleet("--gpu-stack", "1"):
-        yield
-
-
-@pytest.fixture(scope="module")
-def converged(lab):
-    result = run_playbook("site.yml", "-i", "inventories/lab")
-    assert result.returncode == 0, result.stdout[-3000:]
+def converged(first_converge):
+    """The session's fleet (three nodes, the last one with the GPU stack),
+    converged by its first converge (tests/integration/conftest.py)."""
+    for run in (first_converge.first, first_converge.second):
+        assert run.returncode == 0, run.stdout[-3000:]
 
 
 def test_a_converged_fleet_is_clean(converged, tmp_path):
@@ -171,6 +184,8 @@ def test_an_unreachable_node_is_reported_and_the_others_still_are(converged, tmp
         result, report, _out = drift(tmp_path, "down")
     finally:
         subprocess.run(["podman", "start", "gpufleet-lab-3"], check=True, capture_output=True)
+        # The fleet is the session's: leave it as it was, booted and on SSH.
+        assert wait_for(lambda: "ssh=up" in lab_status("gpufleet-lab-3"), 120), lab_status("gpufleet-lab-3")
     assert result.returncode & 8, result.stdout
     assert result.returncode == 8, "only the unreachable bit: nothing drifted or failed"
     assert report["hosts"]["lab-node-3"]["state"] == "unreachable"

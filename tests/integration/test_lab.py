@@ -1,18 +1,19 @@
 """The lab fleet end to end: up, a converge killed half-way, a converge over
 real SSH that finishes the job, a next run with zero changes, down. This is
-what `make demo` shows a new user, plus the interruption."""
+what `make demo` shows a new user, plus the interruption. The fleet and its
+first converge are the session's (tests/integration/conftest.py), shared
+with the drift tests."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 
 import pytest
 
-from tests.integration.helpers import ROOT, ansible_env, gpufleet, recap, run_playbook
+from tests.integration.conftest import SITE_CUT_AT
+from tests.integration.helpers import ROOT, ansible_env, gpufleet, recap
 
 # One lab fleet at a time: its node names, addresses and emulator ports are
 # fixed, so with `pytest -n` these modules run on one worker.
@@ -57,41 +58,21 @@ def test_the_lab_is_discovered_through_the_aliyun_plugin(lab):
     assert plain(hv["gpufleet_private_ip"]) == "127.0.0.12"
 
 
-def kill_site_run_at(marker: str) -> str:
-    """Start site.yml on the lab and kill it, with all its workers, as soon as
-    `marker` shows in its output: a run cut off mid-role, the way a lost
-    laptop session or a cancelled CI job ends one. Returns what it printed."""
-    proc = subprocess.Popen(
-        [shutil.which("ansible-playbook"), "site.yml", "-i", "inventories/lab"], cwd=ROOT, env=ansible_env(),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if marker in line:
-            os.killpg(proc.pid, signal.SIGKILL)
-            break
-    proc.wait(timeout=60)
-    proc.stdout.close()
-    return "".join(seen)
+def test_site_converges_after_an_interrupted_run_then_changes_nothing(first_converge):
+    cut = first_converge.cut
+    assert SITE_CUT_AT in cut and "PLAY RECAP" not in cut, cut[-3000:]
 
-
-def test_site_converges_after_an_interrupted_run_then_changes_nothing(lab):
-    # Killed in the middle of the node-wide roles, after the firewall went up.
-    cut = kill_site_run_at("TASK [gpufleet.cloud.monitoring : ")
-    assert "TASK [gpufleet.cloud.monitoring : " in cut and "PLAY RECAP" not in cut, cut[-3000:]
-
-    first = run_playbook("site.yml", "-i", "inventories/lab")
+    first = first_converge.first
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr
     stats = recap(first.stdout)
     assert sorted(stats) == ["lab-node-1", "lab-node-2", "lab-node-3"]
     assert all(s["changed"] > 0 for s in stats.values()), "the cut-off run must have left work to do"
 
-    second = run_playbook("site.yml", "-i", "inventories/lab")
+    second = first_converge.second
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr
     assert {h: s["changed"] for h, s in recap(second.stdout).items()} == dict.fromkeys(stats, 0)
 
-    check = run_playbook("site.yml", "-i", "inventories/lab", "--check", "--diff")
+    check = first_converge.check
     assert check.returncode == 0, check.stdout[-4000:]
     assert {h: s["changed"] for h, s in recap(check.stdout).items()} == dict.fromkeys(stats, 0)
 

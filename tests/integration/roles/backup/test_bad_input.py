@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.storage_nodes import assert_fails_in_preflight
+from tests.integration.roles.bad_input import bad_input_test
 
 pytestmark = pytest.mark.lab
 
@@ -23,8 +23,10 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", CASES, ids=list(CASES))
-def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node):
-    extra, variable = CASES[case]
-    assert_fails_in_preflight(fresh_node, "gpufleet.cloud.backup", dict(GOOD, **extra), variable,
-                              absent=["/etc/gpufleet/backup"], packages=["restic"])
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.backup",
+    CASES,
+    files=["/etc/gpufleet/backup"],
+    packages=["restic"],
+    good=GOOD,
+)

@@ -1,6 +1,7 @@
 """Bad inputs to gpufleet.cloud.baseline fail before anything changes.
 
-Each case runs the role against a fresh real node and checks three things:
+Each case applies the role to a fresh real node (all cases in one run, see
+../bad_input.py) and checks three things:
 the run fails, the message names the bad variable, and nothing on the node
 changed (no task reported a change, and the files and packages the role
 would manage are still absent)."""
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.helpers import assert_fails_before_changing
+from tests.integration.roles.bad_input import bad_input_test
 
 pytestmark = pytest.mark.lab
 
@@ -30,9 +31,9 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", CASES, ids=list(CASES))
-def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):
-    extra_vars, variable = CASES[case]
-    assert_fails_before_changing(
-        fresh_node, "gpufleet.cloud.baseline", extra_vars, variable, tmp_path, paths=PATHS, packages=["chrony"]
-    )
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.baseline",
+    CASES,
+    files=PATHS,
+    packages=["chrony"],
+)

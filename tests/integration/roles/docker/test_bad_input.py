@@ -1,6 +1,7 @@
 """Bad inputs to gpufleet.cloud.docker fail before anything changes.
 
-Each case runs the role against a fresh real node: the run fails, the
+Each case applies the role to a fresh real node (all cases in one run, see
+../bad_input.py): the run fails, the
 message names the bad variable, no task changed, and the engine and its
 configuration are still absent."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.helpers import assert_fails_before_changing
+from tests.integration.roles.bad_input import bad_input_test
 
 pytestmark = pytest.mark.lab
 
@@ -47,10 +48,11 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", CASES, ids=list(CASES))
-def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):
-    extra_vars, variable = CASES[case]
-    out = assert_fails_before_changing(
-        fresh_node, "gpufleet.cloud.docker", extra_vars, variable, tmp_path, paths=PATHS, packages=["docker.io"]
-    )
-    assert "MIIB" not in out, "PEM data is in the output"
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.docker",
+    CASES,
+    files=PATHS,
+    packages=["docker.io"],
+    # The PEM data must never be printed.
+    forbidden=["MIIB"],
+)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.storage_nodes import assert_fails_in_preflight
+from tests.integration.roles.bad_input import bad_input_test
 
 pytestmark = pytest.mark.lab
 
@@ -25,8 +25,10 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", CASES, ids=list(CASES))
-def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node):
-    extra, variable = CASES[case]
-    assert_fails_in_preflight(fresh_node, "gpufleet.cloud.encrypted_storage", dict(GOOD, **extra), variable,
-                              absent=["/etc/gpufleet", "/opt/gpufleet", "/var/lib/gpufleet"], packages=["cryptsetup-bin"])
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.encrypted_storage",
+    CASES,
+    files=["/etc/gpufleet", "/opt/gpufleet", "/var/lib/gpufleet"],
+    packages=["cryptsetup-bin"],
+    good=GOOD,
+)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.helpers import assert_fails_before_changing
+from tests.integration.roles.bad_input import bad_input_test
 
 pytestmark = pytest.mark.lab
 
@@ -29,13 +29,9 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", CASES, ids=list(CASES))
-def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):
-    assert_fails_before_changing(
-        fresh_node,
-        "gpufleet.cloud.monitoring",
-        *CASES[case],
-        tmp_path,
-        paths=("/etc/default/prometheus-node-exporter", "/etc/gpufleet"),
-        packages=("prometheus-node-exporter",),
-    )
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.monitoring",
+    CASES,
+    files=["/etc/default/prometheus-node-exporter", "/etc/gpufleet"],
+    packages=["prometheus-node-exporter"],
+)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.helpers import assert_fails_before_changing
+from tests.integration.roles.bad_input import bad_input_test
 
 pytestmark = pytest.mark.lab
 
@@ -20,13 +20,9 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", CASES, ids=list(CASES))
-def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):
-    assert_fails_before_changing(
-        fresh_node,
-        "gpufleet.cloud.node_health",
-        *CASES[case],
-        tmp_path,
-        paths=("/usr/local/lib/gpufleet/gpufleet-health.py", "/etc/systemd/system/gpufleet-health.timer"),
-        packages=(),
-    )
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.node_health",
+    CASES,
+    files=["/usr/local/lib/gpufleet/gpufleet-health.py", "/etc/systemd/system/gpufleet-health.timer"],
+    packages=[],
+)

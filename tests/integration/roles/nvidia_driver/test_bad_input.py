@@ -1,6 +1,7 @@
 """Bad inputs to gpufleet.cloud.nvidia_driver fail before anything changes.
 
-Each case runs the role against a fresh Debian 12 node and checks that the
+Each case applies the role to a fresh Debian 12 node (all cases in one run,
+see ../bad_input.py) and checks that the
 run fails, that the message names the bad variable, and that nothing on
 the node changed: no task reported a change, and the files and packages
 the role manages are still absent."""

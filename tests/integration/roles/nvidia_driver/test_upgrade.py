@@ -13,8 +13,7 @@ import json
 
 import pytest
 
-from tests.integration.helpers import node_exec, recap, run_playbook
-from tests.integration.roles.bad_input import playbook
+from tests.integration.helpers import PODMAN_CONNECTION, ROLE_PLAYBOOK, node_exec, recap, run_playbook
 
 pytestmark = pytest.mark.lab
 
@@ -24,9 +23,9 @@ HELD = ["nvidia-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1", "libnvi
 
 def converge(node, tmp_path, version):
     path = tmp_path / "play.yml"
-    path.write_text(playbook(["gpufleet.cloud.nvidia_driver"]))
+    path.write_text(ROLE_PLAYBOOK.format(role="gpufleet.cloud.nvidia_driver"))
     extra = {"nvidia_driver_source": "distro", "nvidia_driver_version": version}
-    result = run_playbook("-i", f"{node},", "-c", "containers.podman.podman", "-e", json.dumps(extra), str(path))
+    result = run_playbook("-i", f"{node},", "-c", PODMAN_CONNECTION, "-e", json.dumps(extra), str(path))
     assert result.returncode == 0, result.stdout + result.stderr
     return recap(result.stdout)[node]
 

@@ -1,6 +1,7 @@
 """Bad inputs to gpufleet.cloud.rdma fail before anything changes.
 
-Each case runs the role against a fresh real node: the run fails, the
+Each case applies the role to a fresh real node (all cases in one run, see
+../bad_input.py): the run fails, the
 message names the bad variable, no task changed, and the role's files and
 packages are still absent."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.helpers import assert_fails_before_changing
+from tests.integration.roles.bad_input import bad_input_test
 
 pytestmark = pytest.mark.lab
 
@@ -33,9 +34,9 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", CASES, ids=list(CASES))
-def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):
-    extra_vars, variable = CASES[case]
-    assert_fails_before_changing(
-        fresh_node, "gpufleet.cloud.rdma", extra_vars, variable, tmp_path, paths=PATHS, packages=["rdma-core"]
-    )
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.rdma",
+    CASES,
+    files=PATHS,
+    packages=["rdma-core"],
+)

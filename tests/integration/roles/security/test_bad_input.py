@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.helpers import assert_fails_before_changing
+from tests.integration.roles.bad_input import bad_input_test
 
 pytestmark = pytest.mark.lab
 
@@ -28,15 +28,10 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", CASES, ids=list(CASES))
-def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path):
-    extra_vars, variable = CASES[case]
-    bad = ({**GOOD, **extra_vars}, variable)
-    assert_fails_before_changing(
-        fresh_node,
-        "gpufleet.cloud.security",
-        *bad,
-        tmp_path,
-        paths=("/etc/ssh/sshd_config.d/00-gpufleet-security.conf", "/etc/nftables.d"),
-        packages=("nftables",),
-    )
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.security",
+    CASES,
+    files=["/etc/ssh/sshd_config.d/00-gpufleet-security.conf", "/etc/nftables.d"],
+    packages=["nftables"],
+    good=GOOD,
+)

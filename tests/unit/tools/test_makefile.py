@@ -1,0 +1,61 @@
+"""make test's stage loop (the `stages` target): every stage runs even
+after one fails, the table lists each, and the exit code is non-zero if any
+failed. Fake stages, defined in a second makefile with the real `timed`
+helper, stand in for the real ones."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+FAKE = """
+.PHONY: fake-pass fake-fail fake-late
+fake-pass:
+\t@$(call timed,fake-pass,true)
+fake-fail:
+\t@$(call timed,fake-fail,false)
+fake-late:
+\t@$(call timed,fake-late,touch $(MARK))
+fake-broken-prerequisite: no-such-target
+"""
+
+
+def stages(tmp_path, names):
+    extra = tmp_path / "fake.mk"
+    extra.write_text(FAKE)
+    return subprocess.run(
+        ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-f", str(extra), "stages",
+         f"STAGES={names}", f"TIMES={tmp_path / 'times.log'}", f"MARK={tmp_path / 'late-ran'}"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+
+
+def row(stdout, stage):
+    """The stage's row of the closing table (the stage lines before it are
+    the `timed` helper's own)."""
+    table = stdout.split("== make test: stages ==", 1)[1]
+    return next(line for line in table.splitlines() if line.startswith(stage + " "))
+
+
+def test_a_failed_stage_does_not_stop_the_later_ones_and_fails_make(tmp_path):
+    out = stages(tmp_path, "fake-pass fake-fail fake-late")
+    assert out.returncode != 0, out.stdout
+    assert (tmp_path / "late-ran").exists(), "the stage after the failed one did not run"
+    assert row(out.stdout, "fake-pass").split()[1] == "passed"
+    assert "failed (exit 1)" in row(out.stdout, "fake-fail")
+    assert row(out.stdout, "fake-late").split()[1] == "passed"
+
+
+def test_all_stages_passing_passes(tmp_path):
+    out = stages(tmp_path, "fake-pass fake-late")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert row(out.stdout, "total").split()[1] == "passed"
+
+
+def test_a_stage_whose_prerequisite_fails_is_reported(tmp_path):
+    out = stages(tmp_path, "fake-broken-prerequisite fake-pass")
+    assert out.returncode != 0
+    assert "did not start" in row(out.stdout, "fake-broken-prerequisite")
+    assert row(out.stdout, "fake-pass").split()[1] == "passed"

@@ -17,6 +17,7 @@
 #   - there is no systemd as PID 1, so the systemd cgroup manager and the
 #     journald events logger cannot work: use cgroupfs and a file logger.
 # Everything is only changed when it differs, so this is idempotent.
+# `host-setup.sh --check` only checks the commands.
 set -euo pipefail
 
 COMMANDS=(
@@ -35,6 +36,26 @@ COMMANDS=(
     shellcheck:shellcheck       # ansible-test sanity
     chromium:chromium           # the drift report looked at in a browser
 )
+
+# The check after installing: every command present, or its package named.
+check_commands() {
+    local entry cmd pkg absent=0
+    for entry in "${COMMANDS[@]}"; do
+        cmd=${entry%%:*} pkg=${entry#*:}
+        if ! command -v "$cmd" >/dev/null 2>&1; then
+            echo "host-setup: command '$cmd' is missing: install the Debian package '$pkg'" >&2
+            absent=1
+        fi
+    done
+    ((absent == 0)) || return 1
+    echo "host-setup: all ${#COMMANDS[@]} host commands present"
+}
+
+# --check: only the check, nothing installed or written.
+if [[ ${1:-} == --check ]]; then
+    check_commands
+    exit
+fi
 
 conf=/etc/containers/containers.conf
 want=$(cat <<'TOML'
@@ -72,14 +93,4 @@ else
     echo "host-setup: $conf already up to date"
 fi
 
-# The check after installing: every command present, or the package named.
-absent=0
-for entry in "${COMMANDS[@]}"; do
-    cmd=${entry%%:*} pkg=${entry#*:}
-    if ! command -v "$cmd" >/dev/null 2>&1; then
-        echo "host-setup: command '$cmd' is missing: install the Debian package '$pkg'" >&2
-        absent=1
-    fi
-done
-((absent == 0)) || exit 1
-echo "host-setup: all ${#COMMANDS[@]} host commands present"
+check_commands

@@ -21,7 +21,7 @@ import uuid
 
 import pytest
 
-from tests.integration.helpers import node_exec, recap, run_playbook
+from tests.integration.helpers import PODMAN_CONNECTION, node_exec, recap, run_playbook
 
 HOST_LOOPBACK = "10.0.2.2"
 
@@ -102,7 +102,7 @@ def apply_role(name: str, role: str, variables: dict, *extra: str):
     with open(path, "w") as handle:
         handle.write(play)
     try:
-        result = run_playbook("-i", f"{name},", "-c", "containers.podman.podman", "-e", json.dumps(variables), *extra, path)
+        result = run_playbook("-i", f"{name},", "-c", PODMAN_CONNECTION, "-e", json.dumps(variables), *extra, path)
     finally:
         os.unlink(path)
     out = result.stdout + result.stderr

@@ -105,12 +105,14 @@ SCENARIO ?=
 molecule: venv collections images prometheus-tools
 	@$(call timed,molecule,tools/molecule-all.sh $(SCENARIO))
 
-# LAB_JOBS=2 runs the lab tests on two pytest workers (most of them wait on
-# apt, pip and systemd inside their own nodes, not on the CPU); the tests
-# that share the lab fleet stay on one worker (xdist_group "lab-fleet").
-LAB_JOBS ?= 1
+# The lab tests run on LAB_JOBS pytest workers: run one at a time, they
+# left half of a 2-CPU machine idle (waiting on apt, pip, timers and systemd
+# inside their nodes; docs/testing.md). The tests that share the lab fleet
+# stay on one worker (xdist_group "lab-fleet"), and each other module on
+# one worker of its own choosing (tests/integration/conftest.py).
+LAB_JOBS ?= 2
 lab-test: venv collections images
-	@$(call timed,lab-test,$(BIN)/pytest tests/integration -q -p no:cacheprovider -m lab $(if $(filter-out 1,$(LAB_JOBS)),-n $(LAB_JOBS) --dist loadgroup))
+	@$(call timed,lab-test,$(BIN)/pytest tests/integration -q -p no:cacheprovider -m lab --durations=25 $(if $(filter-out 1,$(LAB_JOBS)),-n $(LAB_JOBS) --dist loadgroup))
 
 # ansible-inventory against the four cloud emulators (moto and loopback
 # servers); needs no podman.

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Run a command several times in a row while CPU-burning processes run
 beside it, the way a busy CI machine or a developer's laptop looks.
 
@@ -21,7 +20,7 @@ BURN = "while True:\n    pass\n"
 
 
 def start_burners(count: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(count)]  # pylint: disable=consider-using-with
+    return [subprocess.Popen([sys.executable, "-c", BURN]) for _burner in range(count)]  # pylint: disable=consider-using-with
 
 
 def stop_burners(burners: list[subprocess.Popen]) -> None:

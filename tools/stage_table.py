@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Print `make test`'s closing table, one row per stage: passed or failed,
 and seconds; exit 1 if any stage failed or never reported.
 

@@ -106,4 +106,3 @@ def bad_input_test(role, cases, files=(), packages=(), good=None, forbidden=()):
             assert secret not in outcome["output"], f"{secret!r} shows in the output"
 
     return test_bad_input_fails_in_preflight_and_changes_nothing
-

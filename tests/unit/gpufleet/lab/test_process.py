@@ -5,6 +5,7 @@ never finds its own port taken."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import socket
 import subprocess
@@ -79,7 +80,7 @@ def test_a_zombie_main_thread_with_a_live_server_thread_is_not_stopped(tmp_path)
 def test_stop_leaves_a_recycled_pid_alone(tmp_path):
     # The pid file names a process that has ended; the pid now belongs to a
     # process with another start time (here: this test's own process).
-    record = {"pid": subprocess.os.getpid(), "start_time": "1", "host": "127.0.0.1", "port": free_port()}
+    record = {"pid": os.getpid(), "start_time": "1", "host": "127.0.0.1", "port": free_port()}
     (tmp_path / "emulator.pid").write_text(json.dumps(record))
     assert _process.stop(tmp_path, "emulator") is False
     assert not (tmp_path / "emulator.pid").exists()

@@ -19,6 +19,11 @@ fake-fail:
 fake-late:
 \t@$(call timed,fake-late,touch $(MARK))
 fake-broken-prerequisite: no-such-target
+# Side by side or never: each waits (with a deadline) for the other's mark.
+fake-ping:
+\t@$(call timed,fake-ping,touch $(MARK).ping && timeout 60 sh -c 'until [ -e $(MARK).pong ]; do sleep 0.1; done')
+fake-pong:
+\t@$(call timed,fake-pong,touch $(MARK).pong && timeout 60 sh -c 'until [ -e $(MARK).ping ]; do sleep 0.1; done')
 """
 
 
@@ -59,3 +64,19 @@ def test_a_stage_whose_prerequisite_fails_is_reported(tmp_path):
     assert out.returncode != 0
     assert "did not start" in row(out.stdout, "fake-broken-prerequisite")
     assert row(out.stdout, "fake-pass").split()[1] == "passed"
+
+
+def test_stages_joined_by_plus_run_side_by_side_and_are_reported_each(tmp_path):
+    # Run one after the other, the first would wait for the second in vain.
+    out = stages(tmp_path, "fake-pass fake-ping+fake-pong fake-late")
+    assert out.returncode == 0, out.stdout + out.stderr
+    for stage in ("fake-pass", "fake-ping", "fake-pong", "fake-late"):
+        assert row(out.stdout, stage).split()[1] == "passed", out.stdout
+
+
+def test_a_failure_beside_another_stage_fails_make_and_both_are_reported(tmp_path):
+    out = stages(tmp_path, "fake-fail+fake-pass fake-late")
+    assert out.returncode != 0
+    assert "failed (exit 1)" in row(out.stdout, "fake-fail")
+    assert row(out.stdout, "fake-pass").split()[1] == "passed"
+    assert (tmp_path / "late-ran").exists()

@@ -94,13 +94,3 @@ def first_converge(lab):
     check = run_playbook("site.yml", "-i", "inventories/lab", "--check", "--diff")
     return types.SimpleNamespace(cut=cut, first=first, second=second, check=check)
 
-
-def pytest_collection_modifyitems(items):
-    """With `pytest -n` (LAB_JOBS), keep each module's tests on one worker
-    unless they already name a group: a module's tests share one node
-    (fresh_node), and the bad-input cases of a role share one run on it
-    (tests/integration/roles/bad_input.py), which another worker would
-    only repeat."""
-    for item in items:
-        if not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

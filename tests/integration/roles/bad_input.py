@@ -19,13 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import PODMAN_CONNECTION, node_has_package, node_has_path, run_playbook
-
-PLAY = """- hosts: all
-  gather_facts: true
-  roles:
-    - {role}
-"""
+from tests.integration.helpers import PODMAN_CONNECTION, ROLE_PLAYBOOK, node_has_package, node_has_path, run_playbook
 
 
 def alias(index: int) -> str:
@@ -44,7 +38,7 @@ def run_cases(node: str, role: str, cases: dict[str, dict], workdir: Path) -> di
     inventory = workdir / "inventory.json"
     inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
     play = workdir / "play.yml"
-    play.write_text(PLAY.format(role=role))
+    play.write_text(ROLE_PLAYBOOK.format(role=role))
     # One structured record per host and task, so each case's message is
     # read from that case's own results.
     env = {"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_FORKS": str(max(5, len(cases)))}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -55,7 +56,14 @@ def ssh_node(tmp_path_factory):
             ["podman", "exec", "-i", name, "sh", "-c", _PROVISION],
             input=key.with_suffix(".pub").read_text(), text=True, check=True, capture_output=True,
         )
-        host_key = node_exec(name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout
+        # sshd's host keys are made at first boot, which a busy machine
+        # finishes well after systemd says the node is up: wait for the key.
+        host_key = ""
+        deadline = time.monotonic() + 120
+        while not host_key.strip() and time.monotonic() < deadline:
+            host_key = node_exec(name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout
+            if not host_key.strip():
+                time.sleep(1)
         (work / "known_hosts").write_text(_ssh.known_hosts_line(node, host_key) + "\n")
         _ssh.wait_for_banner(node, timeout=60)
         (work / "hosts.yml").write_text(

@@ -93,4 +93,3 @@ def first_converge(lab):
     second = run_playbook("site.yml", "-i", "inventories/lab")
     check = run_playbook("site.yml", "-i", "inventories/lab", "--check", "--diff")
     return types.SimpleNamespace(cut=cut, first=first, second=second, check=check)
-

@@ -92,10 +92,14 @@ test: deps
 stages:
 	@mkdir -p $(dir $(TIMES)) && : > $(TIMES)
 	@for group in $(STAGES); do \
-	  for stage in $${group//+/ }; do \
-	    $(MAKE) --no-print-directory $(foreach f,$(MAKEFILE_LIST),-f $(f)) $$stage || true & \
-	  done; \
-	  wait; \
+	  if [[ $$group == *+* ]]; then \
+	    for stage in $${group//+/ }; do \
+	      $(MAKE) --no-print-directory $(foreach f,$(MAKEFILE_LIST),-f $(f)) $$stage || true & \
+	    done; \
+	    wait; \
+	  else \
+	    $(MAKE) --no-print-directory $(foreach f,$(MAKEFILE_LIST),-f $(f)) $$group || true; \
+	  fi; \
 	done
 	@echo "== make test: stages =="
 	@$(PYTHON) tools/stage_table.py $(TIMES) $(subst +, ,$(STAGES))
@@ -115,10 +119,10 @@ SCENARIO ?=
 molecule: venv collections images prometheus-tools
 	@$(call timed,molecule,tools/molecule-all.sh $(SCENARIO))
 
-# LAB_JOBS=2 runs the lab tests on two pytest workers. The tests that share
-# the lab fleet stay on one worker (xdist_group "lab-fleet"). Not the
-# default until measured faster: one at a time they leave half of a 2-CPU
-# machine idle, but more work beside them did not fill it (docs/testing.md).
+# LAB_JOBS=2 runs the lab tests on two pytest workers. Unsafe for now: the
+# tests that share the lab fleet are marked xdist_group("lab-fleet"), yet one
+# such run split them across workers, and the second worker's `lab up` took
+# down the fleet the first was converging (docs/testing.md).
 LAB_JOBS ?= 1
 lab-test: venv collections images
 	@$(call timed,lab-test,$(BIN)/pytest tests/integration -q -p no:cacheprovider -m lab --durations=25 $(if $(filter-out 1,$(LAB_JOBS)),-n $(LAB_JOBS) --dist loadgroup))

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from gpufleet.lab import _emulator, _nodes, _object_store
+from tests.emulators.s3_server import free_port
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -28,11 +29,6 @@ def test_seed_tags_the_gpu_stack_nodes_for_the_inventory():
     data = _emulator.seed(_nodes.plan(3, gpu_stack=1))
     assert [i["tags"].get("gpufleet-lab-gpu-stack") for i in data["instances"]] == [None, None, "true"]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_start_serves_the_seed_and_stop_ends_the_process(tmp_path):

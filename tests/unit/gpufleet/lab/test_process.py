@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from gpufleet.lab import Lab, _emulator, _object_store, _process, _ssh
+from tests.emulators.s3_server import free_port
 from tests.unit.gpufleet.lab.test_lab import FakePodman
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -44,11 +45,6 @@ ZOMBIE_LEADER = textwrap.dedent("""
     ctypes.CDLL(None, use_errno=True).syscall(int(sys.argv[2]), 0)
 """)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def refused(port: int) -> bool:

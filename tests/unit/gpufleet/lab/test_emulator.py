@@ -30,7 +30,6 @@ def test_seed_tags_the_gpu_stack_nodes_for_the_inventory():
     assert [i["tags"].get("gpufleet-lab-gpu-stack") for i in data["instances"]] == [None, None, "true"]
 
 
-
 def test_start_serves_the_seed_and_stop_ends_the_process(tmp_path):
     port = free_port()
     _emulator.start(tmp_path, ROOT, _nodes.plan(1), port=port)

@@ -46,7 +46,6 @@ ZOMBIE_LEADER = textwrap.dedent("""
 """)
 
 
-
 def refused(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -80,16 +81,21 @@ def lab():
 
 
 @pytest.fixture(scope="session")
-def first_converge(lab):
+def first_converge(lab, tmp_path_factory):
     """site.yml's first converge of the shared fleet, the way it goes wrong
     in life: cut off half-way (after the firewall went up, in the middle of
     the node-wide roles), then run again to the end, then once more (must
-    change nothing), then in check mode (must report nothing). Converging
-    the fleet once serves both modules: the drift tests' subject is the
-    converged fleet, not its first converge. The results are asserted by
-    tests/integration/test_lab.py."""
+    change nothing), then the drift scan, site.yml's check-mode pass over
+    the converged fleet (must find every resource in sync). Converging the
+    fleet once serves both modules: the drift tests' subject is the
+    converged fleet, not its first converge, and the clean scan is theirs
+    too. The results are asserted by tests/integration/test_lab.py and
+    tests/integration/test_drift.py."""
     cut = kill_site_run_at(SITE_CUT_AT)
     first = run_playbook("site.yml", "-i", "inventories/lab")
     second = run_playbook("site.yml", "-i", "inventories/lab")
-    check = run_playbook("site.yml", "-i", "inventories/lab", "--check", "--diff")
-    return types.SimpleNamespace(cut=cut, first=first, second=second, check=check)
+    out = tmp_path_factory.mktemp("clean-scan")
+    scan = gpufleet("drift", "-i", "inventories/lab", "--output-dir", str(out), "--quiet",
+                    "--history", str(out / "history.jsonl"))
+    report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
+    return types.SimpleNamespace(cut=cut, first=first, second=second, scan=scan, report=report)

@@ -69,6 +69,35 @@ def node(image: str = "localhost/gpufleet-debian:12", *, privileged: bool = Fals
         detach_loops_of(name)
 
 
+# Every provider kms_client knows: the snapshot below carries all their SDKs.
+KMS_PROVIDERS = ("aws", "aliyun", "tencent", "huawei")
+
+
+@contextlib.contextmanager
+def kms_client_image(base: str = "localhost/gpufleet-debian:12"):
+    """A node image with kms_client converged once for every provider (the
+    SDKs' venv, python3-venv, the gpufleet-kms helper), made with `podman
+    commit`; removed afterwards. Yields the image's name.
+
+    The storage and backup tests whose subject is their own role start from
+    it instead of installing the SDKs from PyPI on every node; kms_client
+    still runs in each of their converges and finds nothing to install.
+    Its first install is proven where it is the subject: the
+    encrypted_storage and backup Molecule scenarios, on Debian 12 and 13."""
+    # One image per pytest worker: workers never share (or remove) another's.
+    image = f"localhost/gpufleet-test-kms:{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+    with node(base) as name:
+        rc, out, stats = apply_role(name, "gpufleet.cloud.kms_client", {"kms_client_providers": list(KMS_PROVIDERS)})
+        assert rc == 0 and stats.get("failed") == 0, out[-4000:]
+        # Nodes started from the image get their own machine id at boot.
+        sh(name, ": > /etc/machine-id")
+        subprocess.run(["podman", "commit", "--quiet", name, image], check=True, capture_output=True)
+    try:
+        yield image
+    finally:
+        subprocess.run(["podman", "rmi", "-f", image], check=False, capture_output=True)
+
+
 def trust_host_cas(name: str) -> None:
     """Roles install the KMS SDKs from PyPI through this machine's egress,
     which may present its own CA: give the node the CAs the host added, and

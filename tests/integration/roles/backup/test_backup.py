@@ -107,13 +107,14 @@ def test_two_timer_cycles_meet_the_rpo(s3, record_property):
             assert any(t.get("unit") == "gpufleet-backup.timer" for t in json.loads(timers.stdout))
 
 
-def test_kms_wrapped_repository_password(s3):
+def test_kms_wrapped_repository_password(s3, kms_node_image):
     """The password is a data key wrapped by KMS (the Tencent emulator):
-    restic gets it from gpufleet-kms through a pipe, and no file holds it."""
+    restic gets it from gpufleet-kms through a pipe, and no file holds it.
+    The node starts with the KMS SDKs installed (kms_node_image)."""
     from tests.emulators import kms_common, kms_tencent
     from tests.integration.storage_nodes import files_containing
 
-    with kms_common.running(kms_tencent.TencentKmsHandler, ["backup-key"]) as kms, node() as name:
+    with kms_common.running(kms_tencent.TencentKmsHandler, ["backup-key"]) as kms, node(kms_node_image) as name:
         sh(name, "mkdir -p /srv/data && echo step-1 > /srv/data/COMPLETE && echo a > /srv/data/a")
         password_kms = {"provider": "tencent", "key_id": "backup-key", "region": "ap-guangzhou",
                         "endpoint": f"http://{HOST_LOOPBACK}:{kms.server_port}",

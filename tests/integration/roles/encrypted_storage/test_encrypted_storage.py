@@ -2,7 +2,9 @@
 loopback emulators for the others), through the official SDKs.
 
 Each test converges a privileged Debian node with a LUKS2 volume and an
-fscrypt directory, both on loop files. The kernel here has no
+fscrypt directory, both on loop files. The node starts from the session's
+snapshot with the KMS SDKs installed (kms_node_image): the subject here is
+encrypted_storage, not kms_client's first install. The kernel here has no
 device-mapper, so the LUKS2 volume is proven up to `cryptsetup open
 --test-passphrase`; the fscrypt directory end to end. The open/mount/read/
 write steps of LUKS2 are in test_luks_dm.py (marker dm)."""
@@ -55,9 +57,9 @@ def assert_locked(name):
 
 
 @pytest.mark.parametrize("host_kms", ["aws"], indirect=True)
-def test_aws_kms_unlocks_after_restart_and_no_file_holds_the_key(host_kms):
+def test_aws_kms_unlocks_after_restart_and_no_file_holds_the_key(host_kms, kms_node_image):
     kms = host_kms
-    with node(privileged=True) as name:
+    with node(kms_node_image, privileged=True) as name:
         outputs = volumes(name, kms)
         vault_key, ckpt_key = data_key(name, kms, "vault"), data_key(name, kms, "ckpt")
         assert len(vault_key) == 32 and vault_key != ckpt_key
@@ -94,9 +96,9 @@ def test_aws_kms_unlocks_after_restart_and_no_file_holds_the_key(host_kms):
 
 
 @pytest.mark.parametrize("host_kms", ["aliyun", "tencent", "huawei"], indirect=True)
-def test_other_clouds_kms_unlock_and_rotation_rewraps_without_reformat(host_kms):
+def test_other_clouds_kms_unlock_and_rotation_rewraps_without_reformat(host_kms, kms_node_image):
     kms = host_kms
-    with node(privileged=True) as name:
+    with node(kms_node_image, privileged=True) as name:
         volumes(name, kms)
         key = data_key(name, kms, "vault")
         header = sha256_of(name, f"/var/lib/gpufleet/storage/{name}-vault.img", 16 << 20)
@@ -115,9 +117,9 @@ def test_other_clouds_kms_unlock_and_rotation_rewraps_without_reformat(host_kms)
 
 
 @pytest.mark.parametrize("host_kms", ["tencent"], indirect=True)
-def test_faults_keep_the_volume_locked_and_lose_nothing(host_kms):
+def test_faults_keep_the_volume_locked_and_lose_nothing(host_kms, kms_node_image):
     kms = host_kms
-    with node(privileged=True) as name:
+    with node(kms_node_image, privileged=True) as name:
         volumes(name, kms)
         sh(name, "echo 'weights of step 100' > /data/ckpt/encrypted/model.bin")
         envelopes = {v: sh(name, f"cat {ENVELOPE.format(v)}").stdout for v in ("vault", "ckpt")}

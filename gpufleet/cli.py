@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from .drift import _command as drift_command
@@ -38,6 +39,14 @@ def _at_least(minimum: int):
     return parse
 
 
+def version() -> str:
+    """The installed gpufleet's version, as pip knows it."""
+    try:
+        return metadata.version("gpufleet")
+    except metadata.PackageNotFoundError:
+        return "unknown (gpufleet is not installed: pip install it, e.g. `make venv`)"
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors exit 1: argparse's usual 2 would read as "drift" in the
     drift command's bitmask (0 clean, 2 drift, 4 failures, 8 unreachable)."""
@@ -49,6 +58,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpufleet", description="Discover, bootstrap and drift-check GPU fleets.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     lab = sub.add_parser("lab", help="the local lab fleet of podman nodes")

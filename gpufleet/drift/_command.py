@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import sys
@@ -9,16 +10,37 @@ from pathlib import Path
 
 from . import _history, _peers, _runner, _waivers
 from ._model import EXIT_FAILED, load_report
-
-# Not a bit of the drift bitmask: the command could not run as asked.
-EXIT_USAGE = 1
 from ._render_html import html
 from ._render_junit import junit
 from ._render_text import table
 
+# Not a bit of the drift bitmask: the command could not run as asked.
+EXIT_USAGE = 1
+
+EPILOG = """\
+exit status: a bitmask, so one run can report several things at once
+  0   every resource of every host is in sync
+  1   the command could not run as asked (a bad option; --fix without --yes
+      where no terminal can answer)
+  2   drift: a resource differs from what site.yml sets up
+  4   failed: a task failed, or the scan produced no report
+  8   unreachable: a host could not be reached
+  e.g. 10 = drift on one host and another host unreachable
+
+examples:
+  gpufleet drift -i inventories/aliyun
+  gpufleet drift -i inventories/aliyun --limit 'gpu_a100' --tags baseline,security
+  gpufleet drift -i inventories/aliyun --fix            # asks before converging
+  gpufleet drift -i inventories/aliyun --fix --yes      # in a pipeline
+  gpufleet drift -i inventories/aliyun --format json | jq .summary.exit_code
+"""
+
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("drift", help="verify the fleet against site.yml (check and diff mode)")
+    p = sub.add_parser("drift", help="verify the fleet against site.yml (check and diff mode)",
+                       description="Scan the fleet with site.yml in check and diff mode and report, per host and "
+                                   "resource, what differs from what site.yml sets up.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-i", "--inventory", required=True, help="inventory path, e.g. inventories/aliyun")
     p.add_argument("--limit", help="only these hosts or groups (Ansible pattern)")
     p.add_argument("--tags", help="only these roles' tags, comma-separated")
@@ -29,6 +51,14 @@ def add_parser(sub) -> None:
     p.add_argument("--fix", action="store_true", help="converge the drifted hosts' drifted roles, then scan again")
     p.add_argument("--yes", action="store_true", help="with --fix: do not ask for confirmation")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--format", choices=["table", "json"], default="table",
+                   help="what goes to stdout: the table (default), or for scripts one JSON object with the "
+                        "summary and the report paths (progress lines are then off)")
+
+
+def _can_ask() -> bool:
+    """Whether a person can answer --fix's confirmation."""
+    return sys.stdin is not None and sys.stdin.isatty()
 
 
 def _build(root: Path, args, report_path: Path):
@@ -58,8 +88,12 @@ def _scan(root: Path, args, out_dir: Path):
         return None
     report = _build(root, args, raw)
     _write(report, out_dir)
-    print(table(report))
-    print(f"reports: {out_dir}/report.json report.xml report.html")
+    if args.format == "json":
+        reports = {kind: str(out_dir.resolve() / f"report.{kind}") for kind in ("json", "xml", "html")}
+        print(json.dumps({"summary": report.to_dict()["summary"], "reports": reports}))
+    else:
+        print(table(report))
+        print(f"reports: {out_dir}/report.json report.xml report.html")
     return report
 
 
@@ -70,6 +104,12 @@ def run(root: Path, args) -> int:
     if args.waivers and not args.waivers.exists():
         print(f"gpufleet drift: --waivers {args.waivers}: no such file", file=sys.stderr)
         return EXIT_USAGE
+    if args.fix and not args.yes and not _can_ask():
+        print("gpufleet drift: --fix asks before it converges, and no terminal can answer: "
+              "add --yes to converge without asking", file=sys.stderr)
+        return EXIT_USAGE
+    if args.format == "json":
+        args.quiet = True  # stdout carries only the JSON object
     stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
     out_dir = args.output_dir or root / ".gpufleet" / "drift" / stamp
     try:
@@ -79,14 +119,16 @@ def run(root: Path, args) -> int:
         if not args.fix or not report.drifted():
             return report.exit_code()
         hosts, roles = report.drifted_hosts(), report.drifted_roles()
-        print(f"fix: converge {', '.join(hosts)} for {', '.join(roles) or 'all roles'}")
+        print(f"fix: converge {', '.join(hosts)} for {', '.join(roles) or 'all roles'}",
+              file=sys.stderr if args.format == "json" else sys.stdout)
         if not args.yes:
             answer = input("proceed? [y/N] ").strip().lower()
             if answer not in ("y", "yes"):
                 print("fix: cancelled")
                 return report.exit_code()
         rc, status = _runner.fix(root, args.inventory, hosts, roles, quiet=args.quiet)
-        print(f"fix: ansible-playbook rc {rc} ({status}); scanning again")
+        print(f"fix: ansible-playbook rc {rc} ({status}); scanning again",
+              file=sys.stderr if args.format == "json" else sys.stdout)
         again = _scan(root, args, out_dir / "after-fix")
         return again.exit_code() if again else EXIT_FAILED
     except _waivers.WaiverError as exc:

@@ -43,3 +43,22 @@ def test_project_root_finds_galaxy_yml_upwards(tmp_path):
 def test_lab_dir_honours_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("GPUFLEET_LAB_DIR", str(tmp_path / "elsewhere"))
     assert cli.lab_dir() == tmp_path / "elsewhere"
+
+
+def test_version_prints_the_installed_version(capsys):
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"gpufleet {metadata.version('gpufleet')}"
+
+
+def test_version_says_unknown_when_not_installed(monkeypatch):
+    from importlib import metadata
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    assert cli.version().startswith("unknown")

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gpufleet import cli
-from gpufleet.drift import _runner
+from gpufleet.drift import _command, _runner
 
 from .helpers import rec
 
@@ -67,6 +67,7 @@ def test_fix_yes_converges_only_drifted_hosts_and_roles_then_rescans(project, mo
 
 def test_fix_asks_and_does_nothing_when_refused(project, monkeypatch):
     calls = fake_scans(monkeypatch, DRIFTED)
+    monkeypatch.setattr(_command, "_can_ask", lambda: True)
     monkeypatch.setattr("builtins.input", lambda prompt: "n")
     assert cli.main(["drift", "-i", "inv", "--output-dir", "out", "--quiet", "--fix"]) == 2
     assert calls["fix"] == []
@@ -87,3 +88,51 @@ def test_bad_arguments_name_the_option(project, monkeypatch, capsys, argv, messa
     fake_scans(monkeypatch, DRIFTED)
     assert cli.main(argv) == 1
     assert message in capsys.readouterr().err
+
+
+def test_fix_without_yes_and_without_a_terminal_exits_1_before_scanning(project, monkeypatch, capsys):
+    calls = fake_scans(monkeypatch, DRIFTED)
+
+    def no_prompt(prompt):
+        raise AssertionError("input() must not be reached: it raises EOFError with no terminal")
+
+    monkeypatch.setattr("builtins.input", no_prompt)
+    monkeypatch.setattr("sys.stdin", open("/dev/null"))
+    assert cli.main(["drift", "-i", "inv", "--output-dir", "out", "--quiet", "--fix"]) == 1
+    assert "add --yes" in capsys.readouterr().err
+    assert calls == {"scan": 0, "fix": []}
+
+
+def test_format_json_prints_only_the_summary_and_the_report_paths(project, monkeypatch, capsys):
+    fake_scans(monkeypatch, DRIFTED)
+    assert cli.main(["drift", "-i", "inv", "--output-dir", "out", "--format", "json"]) == 2
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["summary"]["exit_code"] == 2
+    assert printed["summary"]["states"] == {"in-sync": 1, "drifted": 1}
+    assert printed["reports"]["json"] == str(project / "out" / "report.json")
+
+
+def test_format_json_with_fix_keeps_stdout_one_object(project, monkeypatch, capsys):
+    calls = fake_scans(monkeypatch, DRIFTED, CLEAN)
+    assert cli.main(["drift", "-i", "inv", "--output-dir", "out", "--format", "json", "--fix", "--yes"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # One object per scan: before the fix, and the scan after it.
+    assert [json.loads(line)["summary"]["exit_code"] for line in lines] == [2, 0]
+    assert calls["fix"] == [(["n2"], ["baseline"])]
+
+
+def test_help_lists_the_exit_codes_and_examples(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["drift", "--help"])
+    assert exited.value.code == 0
+    text = capsys.readouterr().out
+    for line in ("0   every resource", "1   the command could not run", "2   drift", "4   failed", "8   unreachable",
+                 "gpufleet drift -i inventories/aliyun --fix --yes"):
+        assert line in text
+
+
+def test_an_unknown_format_names_the_option(project, capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["drift", "-i", "inv", "--format", "yaml"])
+    assert exited.value.code == 1
+    assert "--format" in capsys.readouterr().err

@@ -1,4 +1,6 @@
-"""The drift report the CLI works on, built from the callback's JSON."""
+"""The drift report the CLI works on, built from the callback's JSON. The
+states, the exit bitmask and the schema check are the collection's
+(gpufleet/drift/_schema.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,11 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-EXIT_CLEAN, EXIT_DRIFT, EXIT_FAILED, EXIT_UNREACHABLE = 0, 2, 4, 8
-STATES = ("in-sync", "drifted", "failed", "unreachable", "could-not-verify")
+from ._schema import drift as _drift
+
+EXIT_CLEAN, EXIT_DRIFT, EXIT_FAILED, EXIT_UNREACHABLE = (
+    _drift.EXIT_CLEAN, _drift.EXIT_DRIFT, _drift.EXIT_FAILED, _drift.EXIT_UNREACHABLE)
+STATES = _drift.STATES
 
 
 @dataclasses.dataclass
@@ -39,14 +44,8 @@ class Report:
 
     # -- figures -------------------------------------------------------------
     def exit_code(self) -> int:
-        code = EXIT_CLEAN
-        if self.drifted():
-            code |= EXIT_DRIFT
-        if self.by_state("failed"):
-            code |= EXIT_FAILED
-        if self.by_state("unreachable"):
-            code |= EXIT_UNREACHABLE
-        return code
+        waived = {(r["host"], r["resource"]) for r in self.records if r.get("waiver")}
+        return _drift.exit_code(self.records, waived)
 
     def in_sync_percent(self) -> float:
         if not self.hosts:
@@ -85,6 +84,7 @@ class Report:
 
     def to_dict(self) -> dict:
         return {
+            "version": _drift.SCHEMA_VERSION,
             "started": self.started,
             "finished": self.finished,
             "summary": {
@@ -101,10 +101,7 @@ class Report:
 
 
 def load_report(path: Path) -> Report:
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    unknown = {r["state"] for r in data["records"]} - set(STATES)
-    if unknown:
-        raise ValueError(f"{path}: unknown drift states {sorted(unknown)}")
+    data = _drift.check_report(json.loads(Path(path).read_text(encoding="utf-8")), source=str(path))
     return Report(
         hosts=data.get("hosts", {}),
         records=data["records"],

@@ -199,7 +199,7 @@ class CallbackModule(CallbackBase):
             self._hosts.setdefault(host, {"provider": "unknown", "region": "unknown", "gpu_model": "none",
                                           "groups": [], "versions": {}})
         report = {
-            "version": 1,
+            "version": _drift.SCHEMA_VERSION,
             "started": self._started.isoformat(),
             "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "check_mode": bool(self._check_mode),

@@ -1,10 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Drift classification: one record per host x resource from a check-mode run.
+"""The drift record model and its classification: one record per host x
+resource from a check-mode run.
 
-Kept apart from the callback so the rules can be unit tested without running
-a playbook. Controller-only.
+The one definition of the record states, the exit bitmask and the report's
+schema version: the callback writes reports with it, and the gpufleet CLI
+reads them back with it (gpufleet/drift/_schema.py imports this module), so
+the two cannot disagree. Kept apart from the callback so the rules can be
+unit tested without running a playbook. Controller-only.
 """
 
 from __future__ import annotations
@@ -15,6 +19,14 @@ FAILED = "failed"
 UNREACHABLE = "unreachable"
 NOT_VERIFIED = "could-not-verify"
 STATES = (IN_SYNC, DRIFTED, FAILED, UNREACHABLE, NOT_VERIFIED)
+
+# The exit bitmask: one run can report drift, failures and unreachable
+# hosts at once (1 is left to the CLI for "could not run as asked").
+EXIT_CLEAN, EXIT_DRIFT, EXIT_FAILED, EXIT_UNREACHABLE = 0, 2, 4, 8
+
+# The version of the report the callback writes. A reader refuses any other
+# (check_report): a renamed field must never read as "no drift".
+SCHEMA_VERSION = 1
 
 REDACTED = "<redacted: no_log>"
 # Tasks with this tag (cache refreshes, probes) are never recorded.
@@ -114,12 +126,32 @@ def redact_diff(result, no_log):
 def exit_code(records, waived=frozenset()):
     """The bitmask: 2 drift, 4 failures, 8 unreachable. `waived` holds
     (host, resource) pairs whose drift is accepted."""
-    code = 0
+    code = EXIT_CLEAN
     for r in records:
         if r["state"] == DRIFTED and (r["host"], r["resource"]) not in waived:
-            code |= 2
+            code |= EXIT_DRIFT
         elif r["state"] == FAILED:
-            code |= 4
+            code |= EXIT_FAILED
         elif r["state"] == UNREACHABLE:
-            code |= 8
+            code |= EXIT_UNREACHABLE
     return code
+
+
+def check_report(data, source="report"):
+    """Refuse a report this code cannot read, naming what is wrong: another
+    schema version, a missing field, a record without a known state."""
+    if not isinstance(data, dict):
+        raise ValueError("%s: not a drift report (expected a JSON object)" % source)
+    version = data.get("version")
+    if version != SCHEMA_VERSION:
+        raise ValueError(
+            "%s: drift report schema version %r, but this code reads version %d: scan with the same "
+            "gpufleet.cloud release as the gpufleet CLI that reads the report" % (source, version, SCHEMA_VERSION))
+    for key, kind in (("hosts", dict), ("records", list)):
+        if not isinstance(data.get(key), kind):
+            raise ValueError("%s: drift report without its %r %s" % (source, key, kind.__name__))
+    states = [r.get("state") if isinstance(r, dict) else None for r in data["records"]]
+    unknown = sorted({str(state) for state in states if state not in STATES})
+    if unknown:
+        raise ValueError("%s: unknown drift states %s (known: %s)" % (source, unknown, ", ".join(STATES)))
+    return data

@@ -31,7 +31,8 @@ def fake_scans(monkeypatch, *scans):
         hosts = {r["host"]: {"provider": "lab", "region": "r", "gpu_model": "none", "groups": ["lab"],
                              "versions": {}} for r in records}
         report_path.parent.mkdir(parents=True, exist_ok=True)
-        report_path.write_text(json.dumps({"hosts": hosts, "records": records, "started": "s", "finished": "f"}))
+        report_path.write_text(json.dumps({"version": 1, "hosts": hosts, "records": records, "started": "s",
+                                           "finished": "f"}))
         return 0, "successful"
 
     def fix(root, inventory, hosts, roles, quiet=False):

@@ -44,6 +44,32 @@ def test_grouping_by_cloud():
 
 def test_load_report_rejects_unknown_states(tmp_path):
     path = tmp_path / "r.json"
-    path.write_text(json.dumps({"hosts": {}, "records": [rec("a", "x", "sideways")]}))
+    path.write_text(json.dumps({"version": 1, "hosts": {}, "records": [rec("a", "x", "sideways")]}))
     with pytest.raises(ValueError, match="unknown drift states"):
         load_report(path)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"hosts": {}, "records": []}, "schema version None, but this code reads version 1"),
+    ({"version": 2, "hosts": {}, "records": []}, "schema version 2"),
+    ({"version": "1", "hosts": {}, "records": []}, "schema version '1'"),
+    ({"version": 1, "records": []}, "without its 'hosts' dict"),
+    ({"version": 1, "hosts": {}, "records": {}}, "without its 'records' list"),
+    ({"version": 1, "hosts": {}, "records": ["in-sync"]}, "unknown drift states"),
+    ([], "not a drift report"),
+])
+def test_load_report_refuses_what_it_cannot_read_and_says_why(tmp_path, data, message):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_report(path)
+
+
+def test_the_cli_and_the_callback_share_one_model():
+    from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _drift
+
+    from gpufleet.drift import _model
+
+    assert _model.STATES is _drift.STATES
+    assert (_model.EXIT_DRIFT, _model.EXIT_FAILED, _model.EXIT_UNREACHABLE) == (2, 4, 8)
+    assert report([rec("a", "x", "in-sync")]).to_dict()["version"] == _drift.SCHEMA_VERSION

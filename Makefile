@@ -25,6 +25,7 @@ help:
 	@echo "make deps      venv, collections, host packages and podman settings, base images"
 	@echo "make soak      unit and inventory stages 5 times in a row beside two CPU burners"
 	@echo "make unit | lint | sanity | molecule | lab-test | inventory-test"
+	@echo "make lab-fleet | lab-roles   the lab stage's two independent halves"
 	@echo "make bench-inventory   inventory benchmark (not part of make test)"
 	@echo "make bench-fleet       lab at 1, 4, 8 nodes: no-op converge and drift scan, three configs"
 	@echo "make ee-context        the AWX execution environment's build context in build/ee/context"
@@ -124,8 +125,21 @@ molecule: venv collections images prometheus-tools
 # such run split them across workers, and the second worker's `lab up` took
 # down the fleet the first was converging (docs/testing.md).
 LAB_JOBS ?= 1
+LAB_PYTEST = $(BIN)/pytest -q -p no:cacheprovider -m lab --durations=25
 lab-test: venv collections images
-	@$(call timed,lab-test,$(BIN)/pytest tests/integration -q -p no:cacheprovider -m lab --durations=25 $(if $(filter-out 1,$(LAB_JOBS)),-n $(LAB_JOBS) --dist loadgroup))
+	@$(call timed,lab-test,$(LAB_PYTEST) tests/integration $(if $(filter-out 1,$(LAB_JOBS)),-n $(LAB_JOBS) --dist loadgroup))
+
+# The lab stage in two halves that share nothing, each its own pytest
+# process (so no fixture or xdist group can be split between them): the
+# shared lab fleet's modules, and every other lab test (storage, backup,
+# driver upgrade, bad input, SSH lockout; free ports, uniquely named nodes).
+# STAGES="... lab-fleet+lab-roles ..." runs them side by side.
+LAB_FLEET_TESTS = tests/integration/test_lab.py tests/integration/test_drift.py
+.PHONY: lab-fleet lab-roles
+lab-fleet: venv collections images
+	@$(call timed,lab-fleet,$(LAB_PYTEST) $(LAB_FLEET_TESTS))
+lab-roles: venv collections images
+	@$(call timed,lab-roles,$(LAB_PYTEST) tests/integration $(addprefix --ignore=,$(LAB_FLEET_TESTS)))
 
 # ansible-inventory against the four cloud emulators (moto and loopback
 # servers); needs no podman.

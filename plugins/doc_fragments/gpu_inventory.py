@@ -52,11 +52,6 @@ options:
           - Tags an instance must carry, as a mapping of tag key to value.
           - A value may be a list (any of them matches) or null (the key alone must be present).
         type: dict
-  gpu_only:
-    description:
-      - List only instances with at least one GPU (or a vGPU slice).
-    type: bool
-    default: true
   hostnames:
     description:
       - Where a host's inventory name comes from, in order of preference.
@@ -100,4 +95,25 @@ notes:
   - Every value that comes from the cloud API is marked unsafe, so a tag value that looks
     like a template is never templated.
   - With O(cache) on, a cache hit makes no API call at all, not even to resolve credentials.
+"""
+
+    # The GPU filter, shared with the gpu_instance_info module
+    # (gpufleet.cloud.gpu_inventory.gpu_filter).
+    GPU_FILTER = r"""
+options:
+  gpu_only:
+    description:
+      - Only instances with at least one GPU (or a vGPU slice), and those whose GPU data is unknown
+        (see O(gpu_unknown)).
+    type: bool
+    default: true
+  gpu_unknown:
+    description:
+      - With O(gpu_only), keep instances whose GPU data could not be found (an instance type the API could
+        not look up). Their C(gpu) has C(model) and C(count) null and their C(gpu_source) is V(unknown)
+        (as host variables C(gpufleet_gpu) and C(gpufleet_gpu_source), in the inventory group
+        C(gpu_unknown)); unknown never counts as no GPU.
+      - Set to V(false) to leave them out; each one left out is named in a warning.
+    type: bool
+    default: true
 """

@@ -21,6 +21,7 @@ extends_documentation_fragment:
   - ansible.builtin.constructed
   - ansible.builtin.inventory_cache
   - gpufleet.cloud.gpu_inventory
+  - gpufleet.cloud.gpu_inventory.gpu_filter
 options:
   plugin:
     description: The name of this plugin.

@@ -22,7 +22,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.gpufleet.cloud.plugins.module_utils._retry import RetryPolicy, call_with_retry
+from ansible_collections.gpufleet.cloud.plugins.module_utils._retry import RetryPolicy, ThrottledError, call_with_retry
 
 DEFAULT_WORKERS = 16
 DEFAULT_TIMEOUT = 30.0
@@ -70,6 +70,20 @@ class RegionFailure:
         return "RegionFailure(%r, %r)" % (self.region, self.error)
 
 
+class RegionWarning:
+    """Something the inventory must say about a region it did list: an
+    instance type it could not look up, instances kept with unknown data."""
+
+    __slots__ = ("region", "message")
+
+    def __init__(self, region, message):
+        self.region = region
+        self.message = message
+
+    def __repr__(self):
+        return "RegionWarning(%r, %r)" % (self.region, self.message)
+
+
 class Settings:
     """Everything an adapter needs from the user's configuration.
 
@@ -105,6 +119,7 @@ class Adapter:
             raise MissingLibraryError(self.library, self.import_error)
         self.settings = settings
         self._lock = threading.Lock()
+        self.warnings = []
 
     # -- checks made before any network call ------------------------------
     def validate_regions(self, regions):
@@ -176,11 +191,40 @@ class Adapter:
             wanted = {self.instance_type_of(raw) for raw in page} - set(types)
             wanted.discard(None)
             if wanted:
-                found = self.lookup_types(client, region, sorted(wanted))
+                found = self._lookup_types(client, region, sorted(wanted))
                 # None marks "asked, unknown", so it is not asked again.
                 types.update((name, found.get(name)) for name in wanted)
-            records.extend(self.record(region, raw, types.get(self.instance_type_of(raw))) for raw in page)
+            page_records = [self.record(region, raw, types.get(self.instance_type_of(raw))) for raw in page]
+            unknown = sorted({r["instance_id"] for r in page_records if r["gpu_source"] == "unknown"})
+            if unknown:
+                self.warn(region, "no GPU data for %d instance(s) (%s): kept with GPU model and count unknown, "
+                                  "in the group gpu_unknown" % (len(unknown), ", ".join(unknown)))
+            records.extend(page_records)
         return records
+
+    def _lookup_types(self, client, region, names):
+        """``lookup_types``, made to lose no instance: a lookup that fails
+        for one bad name (AWS answers InvalidInstanceType for a whole batch
+        when one type is not offered in the region) is split in halves and
+        asked again, down to the single names that fail, which stay out of
+        the answer. A lookup throttled past its retries is not split: that
+        would only ask more of an API that asks for less."""
+        try:
+            return self.lookup_types(client, region, names)
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            # Broad: whatever the SDK raises, the instances must be kept.
+            if len(names) == 1 or isinstance(exc, ThrottledError) or self.is_throttled(exc):
+                self.warn(region, "looking up instance types %s failed: %s" % (", ".join(names), self.describe_error(exc)))
+                return {}
+        half = len(names) // 2
+        found = self._lookup_types(client, region, names[:half])
+        found.update(self._lookup_types(client, region, names[half:]))
+        return found
+
+    def warn(self, region, message):
+        """Note something the inventory must say about ``region``."""
+        with self._lock:
+            self.warnings.append(RegionWarning(region, message))
 
     def call(self, function, *args, **kwargs):
         """One API call, retried with backoff while it is throttled."""
@@ -226,14 +270,16 @@ def split_endpoint(endpoint, default_scheme="https"):
 
 class Result:
     """What ``discover`` found: ``records`` of the regions that answered,
-    one ``RegionFailure`` per region that did not, and the ``regions`` asked."""
+    one ``RegionFailure`` per region that did not, the ``regions`` asked,
+    and the ``warnings`` about regions that answered."""
 
-    __slots__ = ("records", "failures", "regions")
+    __slots__ = ("records", "failures", "regions", "warnings")
 
-    def __init__(self, records, failures, regions):
+    def __init__(self, records, failures, regions, warnings=()):
         self.records = records
         self.failures = failures
         self.regions = regions
+        self.warnings = list(warnings)
 
     @property
     def complete(self):
@@ -279,4 +325,5 @@ def discover(adapter, regions=None, workers=DEFAULT_WORKERS):
                     # take the other regions' hosts down with it.
                     failures.append(RegionFailure(region, adapter.describe_error(exc)))
     records.sort(key=lambda r: (r["region"], r["instance_id"]))
-    return Result(records, failures, regions)
+    warnings = sorted(adapter.warnings, key=lambda w: w.region)
+    return Result(records, failures, regions, warnings)

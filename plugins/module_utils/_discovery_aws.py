@@ -166,8 +166,14 @@ def type_info(item):
 
 
 def record_from_instance(region, inst, type_info=None):
-    """A record from one DescribeInstances instance (a boto3 dict)."""
-    type_info = type_info or {}
+    """A record from one DescribeInstances instance (a boto3 dict).
+    ``type_info`` None: the type's data could not be found, so its GPUs
+    are unknown (an instance carries none of its own)."""
+    if type_info is None:
+        gpu, gpu_source, type_info = gr.unknown_gpu(), "unknown", {}
+    else:
+        gpu = gr.gpu_info(type_info.get("model"), type_info.get("count"), type_info.get("memory_mib"))
+        gpu_source = "api"
     tags = gr.tags_from_pairs(inst.get("Tags"))
     placement = inst.get("Placement") or {}
     lifecycle = inst.get("InstanceLifecycle")
@@ -189,7 +195,8 @@ def record_from_instance(region, inst, type_info=None):
         state=gr.normalize_state("aws", (inst.get("State") or {}).get("Name")),
         private_ip=inst.get("PrivateIpAddress"),
         public_ip=inst.get("PublicIpAddress"),
-        gpu=gr.gpu_info(type_info.get("model"), type_info.get("count"), type_info.get("memory_mib")),
+        gpu=gpu,
+        gpu_source=gpu_source,
         charge_type=charge,
         tags=tags,
         rdma=type_info.get("rdma", "none"),

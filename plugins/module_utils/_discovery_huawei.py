@@ -179,7 +179,10 @@ def _json_list(text):
 
 
 def record_from_server(region, server, type_info=None):
-    """A record from one ListServersDetails ServerDetail model."""
+    """A record from one ListServersDetails ServerDetail model.
+    ``type_info`` None: the flavor's data could not be found; the GPUs are
+    then unknown unless the server's own flavor lists them."""
+    looked_up = type_info is not None
     type_info = type_info or {}
     private_ip = public_ip = None
     for addresses in (server.addresses or {}).values():
@@ -191,11 +194,14 @@ def record_from_server(region, server, type_info=None):
             else:
                 private_ip = private_ip or address.addr
     flavor_gpus = (server.flavor.gpus if server.flavor else None) or []
+    gpu_source = "api"
     if flavor_gpus:
         gpu = gr.gpu_info(flavor_gpus[0].name, sum(g.count or 0 for g in flavor_gpus),
                           gr.mib(flavor_gpus[0].memory_mb))
-    else:
+    elif looked_up:
         gpu = gr.gpu_info(type_info.get("model"), type_info.get("count"), type_info.get("memory_mib"))
+    else:
+        gpu, gpu_source = gr.unknown_gpu(), "unknown"
     tags = {}
     for tag in server.tags or ():
         key, _sep, value = str(tag).partition("=")
@@ -212,6 +218,7 @@ def record_from_server(region, server, type_info=None):
         private_ip=private_ip,
         public_ip=public_ip,
         gpu=gpu,
+        gpu_source=gpu_source,
         charge_type=_CHARGE.get(str((server.metadata or {}).get("charging_mode")), "unknown"),
         tags=tags,
         rdma=type_info.get("rdma", "none"),

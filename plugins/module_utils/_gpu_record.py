@@ -26,6 +26,7 @@ RECORD_KEYS = (
     "private_ip",
     "public_ip",
     "gpu",
+    "gpu_source",
     "spot",
     "charge_type",
     "tags",
@@ -48,6 +49,11 @@ STATES = (
 # What an inventory lists when no state filter is given: everything that
 # still exists, as amazon.aws.aws_ec2 does by default.
 DEFAULT_STATES = tuple(s for s in STATES if s not in ("terminating", "terminated"))
+
+# Where a record's GPU data came from: the cloud's API, the built-in
+# catalogue of GPU instance families, or nowhere. "unknown" is never "no
+# GPU": its model and count are null, and gpu_only keeps it.
+GPU_SOURCES = ("api", "catalogue", "unknown")
 
 CHARGE_TYPES = ("on_demand", "subscription", "spot", "dedicated_host", "unknown")
 RDMA_KINDS = ("efa", "erdma", "roce", "ib", "none")
@@ -174,6 +180,11 @@ def gpu_info(model=None, count=0, memory_mib=None):
     return {"model": model, "count": count, "memory_mib": memory_mib}
 
 
+def unknown_gpu():
+    """The ``gpu`` part of a record whose GPU data could not be found."""
+    return {"model": None, "count": None, "memory_mib": None}
+
+
 def make_record(provider, region, instance_id, **fields):
     """A complete record: every key of RECORD_KEYS, with defaults.
 
@@ -185,6 +196,9 @@ def make_record(provider, region, instance_id, **fields):
     charge_type = fields.get("charge_type") or "unknown"
     if charge_type not in CHARGE_TYPES:
         raise ValueError("charge_type %r is not one of %s" % (charge_type, ", ".join(CHARGE_TYPES)))
+    gpu_source = fields.get("gpu_source") or "api"
+    if gpu_source not in GPU_SOURCES:
+        raise ValueError("gpu_source %r is not one of %s" % (gpu_source, ", ".join(GPU_SOURCES)))
     rdma = fields.get("rdma") or "none"
     if rdma not in RDMA_KINDS:
         raise ValueError("rdma %r is not one of %s" % (rdma, ", ".join(RDMA_KINDS)))
@@ -199,6 +213,7 @@ def make_record(provider, region, instance_id, **fields):
         "private_ip": fields.get("private_ip") or None,
         "public_ip": fields.get("public_ip") or None,
         "gpu": fields.get("gpu") or gpu_info(),
+        "gpu_source": gpu_source,
         "spot": charge_type == "spot",
         "charge_type": charge_type,
         "tags": dict(fields.get("tags") or {}),
@@ -219,16 +234,26 @@ def first(values):
     return None
 
 
-def matches(record, states=None, tags=None, gpu_only=True):
+def gpu_unknown(record):
+    """Whether nothing is known about the record's GPUs (not: "it has none")."""
+    return record.get("gpu_source") == "unknown" or record["gpu"]["count"] is None
+
+
+def matches(record, states=None, tags=None, gpu_only=True, keep_gpu_unknown=True):
     """Whether a record passes the inventory filters.
 
     ``states``: normalised states to keep (None: DEFAULT_STATES).
     ``tags``: {key: None | value | [values]}; every key must be present,
     and when values are given the tag must equal one of them.
-    ``gpu_only``: keep only instances with at least a slice of a GPU.
+    ``gpu_only``: keep only instances with at least a slice of a GPU, and,
+    unless ``keep_gpu_unknown`` is false, those whose GPU data is unknown.
     """
-    if gpu_only and not record["gpu"]["count"]:
-        return False
+    if gpu_only:
+        if gpu_unknown(record):
+            if not keep_gpu_unknown:
+                return False
+        elif not record["gpu"]["count"]:
+            return False
     if record["state"] not in (DEFAULT_STATES if states is None else states):
         return False
     for key, wanted in (tags or {}).items():

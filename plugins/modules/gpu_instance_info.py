@@ -30,6 +30,8 @@ attributes:
   diff_mode:
     description: Nothing changes, so there is no diff.
     support: none
+extends_documentation_fragment:
+  - gpufleet.cloud.gpu_inventory.gpu_filter
 options:
   provider:
     description: The cloud to list.
@@ -83,10 +85,6 @@ options:
     description: Fail when any region fails, instead of warning and listing the others.
     type: bool
     default: false
-  gpu_only:
-    description: Return only instances with at least one GPU (or a vGPU slice).
-    type: bool
-    default: true
   filters:
     description: Which instances to return; the same filters as the inventory plugins.
     type: dict
@@ -159,8 +157,14 @@ instances:
       description: The public IPv4 address, if any.
       type: str
     gpu:
-      description: V(model) (normalised, like V(A100)), V(count) and V(memory_mib) of one GPU.
+      description:
+        - V(model) (normalised, like V(A100)), V(count) and V(memory_mib) of one GPU.
+        - V(model) and V(count) are null when the GPU data is unknown (see RV(instances[].gpu_source)); a count
+          of 0 means the instance type has no GPU.
       type: dict
+    gpu_source:
+      description: Where the GPU data came from, V(api), V(catalogue) or V(unknown) (an instance type that could not be looked up).
+      type: str
     spot:
       description: Whether this is a spot (preemptible) instance.
       type: bool
@@ -184,6 +188,7 @@ instances:
       private_ip: 10.0.1.15
       public_ip: null
       gpu: {model: H100, count: 8, memory_mib: 81920}
+      gpu_source: api
       spot: false
       charge_type: on_demand
       tags: {Name: trainer-1}
@@ -254,6 +259,7 @@ def main():
             retries=dict(type="int", default=4),
             strict_regions=dict(type="bool", default=False),
             gpu_only=dict(type="bool", default=True),
+            gpu_unknown=dict(type="bool", default=True),
             filters=dict(
                 type="dict",
                 default={},
@@ -295,6 +301,8 @@ def main():
     except DiscoveryError as exc:
         module.fail_json(msg=str(exc))
 
+    for warning in result.warnings:
+        module.warn("region %s: %s" % (warning.region, warning.message))
     failed = [{"region": f.region, "error": f.error} for f in result.failures]
     for failure in failed:
         message = "region %s failed: %s" % (failure["region"], failure["error"])
@@ -303,7 +311,13 @@ def main():
         module.warn(message)
     filters = params["filters"] or {}
     states = tuple(filters["state"]) if filters.get("state") else None
-    instances = [r for r in result.records if gr.matches(r, states, filters.get("tags") or {}, params["gpu_only"])]
+    instances = []
+    for record in result.records:
+        if gr.matches(record, states, filters.get("tags") or {}, params["gpu_only"], params["gpu_unknown"]):
+            instances.append(record)
+        elif params["gpu_only"] and not params["gpu_unknown"] and gr.gpu_unknown(record):
+            module.warn("instance %s in %s is left out: its GPU data is unknown and gpu_unknown is false"
+                        % (record["instance_id"], record["region"]))
     module.exit_json(changed=False, instances=instances, failed_regions=failed, regions=result.regions)
 
 

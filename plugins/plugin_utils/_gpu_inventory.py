@@ -58,7 +58,7 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
     CREDENTIAL_OPTIONS = ()
     #: Other plugin-specific options the adapter reads (Settings.extra).
     EXTRA_OPTIONS = ()
-    BOOL_OPTIONS = ("strict_regions", "gpu_only", "strict", "cache", "use_extra_vars", "leading_separator")
+    BOOL_OPTIONS = ("strict_regions", "gpu_only", "gpu_unknown", "strict", "cache", "use_extra_vars", "leading_separator")
 
     def adapter_class(self):
         """The module_utils adapter class. Imported on demand, so a cache
@@ -148,6 +148,8 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
         except DiscoveryError as exc:
             raise AnsibleError("%s: %s" % (self.NAME, exc)) from exc
 
+        for warning in result.warnings:
+            display.warning("%s: region %s: %s" % (self.NAME, warning.region, warning.message))
         for failure in result.failures:
             message = "%s: region %s failed: %s" % (self.NAME, failure.region, failure.error)
             if self.get_option("strict_regions"):
@@ -160,6 +162,7 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
     # -- hosts and groups -------------------------------------------------
     def _populate(self, records, hostnames, states, tags):
         gpu_only = self.get_option("gpu_only")
+        keep_unknown = self.get_option("gpu_unknown")
         strict = self.get_option("strict")
         compose = self.get_option("compose")
         groups = self.get_option("groups")
@@ -169,7 +172,10 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
         # would merge them into one host.
         taken = set(self.inventory.hosts)
         for record in records:
-            if not gr.matches(record, states, tags, gpu_only):
+            if not gr.matches(record, states, tags, gpu_only, keep_unknown):
+                if gpu_only and not keep_unknown and gr.gpu_unknown(record):
+                    display.warning("%s: instance %s in %s is left out: its GPU data is unknown and gpu_unknown "
+                                    "is false" % (self.NAME, record["instance_id"], record["region"]))
                 continue
             host = self._hostname(record, hostnames, taken)
             if host is None:
@@ -217,6 +223,8 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
         groups = [group_name("cloud_", record["provider"]), group_name("region_", record["region"])]
         if record["gpu"]["model"]:
             groups.append(group_name("gpu_", record["gpu"]["model"]))
+        if gr.gpu_unknown(record):
+            groups.append("gpu_unknown")
         if record["spot"]:
             groups.append("spot")
         return groups

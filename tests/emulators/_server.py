@@ -79,6 +79,9 @@ class Faults:
         self.latency = 0.0
         self.region_latency = {}
         self.failed_regions = set()
+        # region -> instance types its type lookup refuses, the way a real
+        # API answers for a type not offered in that region.
+        self.unoffered_types = {}
         self._throttle = {}
 
     def throttle(self, count, region=None, action=None):

@@ -146,6 +146,14 @@ class AwsEmulator(Emulator):
                     'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>%s</requestId>'
                     "<regionInfo>%s</regionInfo></DescribeRegionsResponse>" % (request_id(), items))
             return Response(200, body.encode(), "text/xml;charset=UTF-8")
+        if action == "DescribeInstanceTypes":
+            # Real EC2 refuses the whole call when one type of the batch is
+            # not offered in the region, naming it.
+            asked = [v for k, v in request.form().items() if k.startswith("InstanceType.")]
+            refused = sorted(set(asked) & set(self.faults.unoffered_types.get(region, ())))
+            if refused:
+                return _error(400, "InvalidInstanceType",
+                              "The following supplied instance types do not exist: [%s]" % ", ".join(refused))
         host, port = self.moto_url.rsplit("//", 1)[1].split(":")
         conn = http.client.HTTPConnection(host, int(port), timeout=60)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}

@@ -129,3 +129,85 @@ def test_region_placeholder_in_the_endpoint():
     adapter = FakeAdapter(REGIONS)
     adapter.settings.endpoint = "https://ec2.{region}.example.internal"
     assert adapter.endpoint_for("eu-west-1") == "https://ec2.eu-west-1.example.internal"
+
+
+class TypedAdapter(d.Adapter):
+    """The real list_records flow over two pages, with a type lookup that
+    fails like EC2's: the whole call, for any batch holding a bad type."""
+
+    provider = "aws"
+    region_example = "us-east-1"
+
+    def __init__(self, pages, bad=(), throttled=False):
+        super().__init__(d.Settings(retries=1, policy=d.RetryPolicy(attempts=2, sleep=lambda _s: None)))
+        self._pages = pages
+        self.bad = set(bad)
+        self.throttled = throttled
+        self.lookups = []
+
+    def check_credentials(self):
+        pass
+
+    def client(self, region):
+        return None
+
+    def pages(self, client, region):
+        return iter(self._pages)
+
+    def instance_type_of(self, raw):
+        return raw[1]
+
+    def lookup_types(self, client, region, names):
+        def lookup():
+            self.lookups.append(list(names))
+            if self.throttled:
+                raise RuntimeError("Throttling")
+            refused = sorted(self.bad & set(names))
+            if refused:
+                raise RuntimeError("InvalidInstanceType: %s" % ", ".join(refused))
+            return {n: {"model": "H100", "count": 8} for n in names if n.startswith("p")}
+        return self.call(lookup)
+
+    def record(self, region, raw, type_info):
+        gpu = gr.unknown_gpu() if type_info is None else gr.gpu_info(type_info.get("model"), type_info.get("count"))
+        return gr.make_record("aws", region, raw[0], instance_type=raw[1], gpu=gpu,
+                              gpu_source="unknown" if type_info is None else "api")
+
+    def is_throttled(self, exc):
+        return str(exc) == "Throttling"
+
+
+PAGES = [[("i-1", "p5"), ("i-2", "p4d"), ("i-3", "p3")], [("i-4", "p6"), ("i-5", "p5"), ("i-6", "x9")]]
+
+
+def test_a_bad_type_in_a_lookup_is_split_out_and_every_instance_kept():
+    adapter = TypedAdapter(PAGES, bad={"p3"})
+    result = d.discover(adapter, ["us-east-1"])
+    by_id = {r["instance_id"]: r for r in result.records}
+    assert sorted(by_id) == ["i-1", "i-2", "i-3", "i-4", "i-5", "i-6"] and result.complete
+    assert by_id["i-3"]["gpu"]["count"] is None and by_id["i-3"]["gpu_source"] == "unknown"
+    assert by_id["i-1"]["gpu"]["count"] == 8 and by_id["i-2"]["gpu_source"] == "api"
+    # x9 was looked up and is not a GPU type of this fake API: unknown too,
+    # because the API gave no data for it.
+    assert by_id["i-6"]["gpu_source"] == "unknown"
+    # Each page's new types once; the bad one split out by halving; p5 is
+    # not asked again on the second page.
+    assert adapter.lookups == [["p3", "p4d", "p5"], ["p3"], ["p4d", "p5"], ["p6", "x9"]]
+    messages = [w.message for w in result.warnings]
+    assert any("looking up instance types p3 failed" in m and "InvalidInstanceType: p3" in m for m in messages)
+    assert any("no GPU data for 1 instance(s) (i-3)" in m for m in messages)
+
+
+def test_a_lookup_throttled_past_its_retries_is_not_split():
+    adapter = TypedAdapter(PAGES[:1], throttled=True)
+    result = d.discover(adapter, ["us-east-1"])
+    assert len(result.records) == 3 and result.complete
+    assert all(r["gpu_source"] == "unknown" for r in result.records)
+    # Two attempts (retries=1) of the one batch, and no smaller batches.
+    assert adapter.lookups == [["p3", "p4d", "p5"]] * 2
+    assert any("ThrottledError" in w.message for w in result.warnings)
+
+
+def test_no_warning_when_every_lookup_answers():
+    result = d.discover(TypedAdapter([[("i-1", "p5")]]), ["us-east-1"])
+    assert result.warnings == [] and result.records[0]["gpu_source"] == "api"

@@ -34,6 +34,13 @@ def test_lifecycle_and_tenancy_set_the_charge_type():
     assert record_from_instance("us-east-1", instance())["charge_type"] == "on_demand"
 
 
-def test_an_unknown_type_leaves_the_gpu_empty():
+def test_an_unknown_type_leaves_the_gpu_unknown_never_empty():
     record = record_from_instance("us-east-1", instance(State={"Name": "shutting-down"}, Tags=None), None)
-    assert record["gpu"]["count"] == 0 and record["state"] == "terminating" and record["name"] is None
+    assert record["gpu"] == {"model": None, "count": None, "memory_mib": None}
+    assert record["gpu_source"] == "unknown"
+    assert record["state"] == "terminating" and record["name"] is None
+
+
+def test_a_known_type_without_gpus_has_none_from_the_api():
+    record = record_from_instance("us-east-1", instance(InstanceType="m5.large"), {"rdma": "none"})
+    assert record["gpu"]["count"] == 0 and record["gpu_source"] == "api"

@@ -100,3 +100,21 @@ def test_bad_arguments_name_the_option(start_emulator, capsys, args, message):
 def test_missing_credentials_fail_with_what_to_set(capsys):
     code, result = run_module({"provider": "tencent", "regions": ["ap-guangzhou"]}, capsys)
     assert code == 1 and "no Tencent Cloud credentials" in result["msg"]
+
+
+def test_a_type_the_region_does_not_offer_keeps_its_instance_as_unknown(start_emulator, capsys):
+    emulator = start_emulator("aws")
+    emulator.seed([{"region": "us-east-1", "instance_type": "p5.48xlarge", "name": "h100"},
+                   {"region": "us-east-1", "instance_type": "p3dn.24xlarge", "name": "v100"}])
+    emulator.faults.unoffered_types["us-east-1"] = {"p3dn.24xlarge"}
+    code, result = run_module(module_args("aws", emulator), capsys)
+    assert code == 0 and result["failed_regions"] == []
+    by_name = {r["name"]: r for r in result["instances"]}
+    assert by_name["h100"]["gpu"]["count"] == 8 and by_name["h100"]["gpu_source"] == "api"
+    assert by_name["v100"]["gpu"] == {"model": None, "count": None, "memory_mib": None}
+    assert by_name["v100"]["gpu_source"] == "unknown"
+    assert any("p3dn.24xlarge" in w for w in result["warnings"])
+
+    code, result = run_module(module_args("aws", emulator, gpu_unknown=False), capsys)
+    assert [r["name"] for r in result["instances"]] == ["h100"]
+    assert any("is left out: its GPU data is unknown" in w for w in result["warnings"])

@@ -49,7 +49,9 @@ def test_hosts_carry_the_record_as_gpufleet_variables(aliyun, run_inventory):
     assert h20["gpufleet_rdma"] == "erdma" and h20["gpufleet_tags"] == {"team": "infra", "env": "dev"}
     assert sorted(k for k in h20 if k.startswith("gpufleet_")) == sorted(
         "gpufleet_" + k for k in ("provider", "region", "zone", "instance_id", "instance_type", "name", "state",
-                                  "private_ip", "public_ip", "gpu", "spot", "charge_type", "tags", "rdma"))
+                                  "private_ip", "public_ip", "gpu", "gpu_source", "spot", "charge_type", "tags",
+                                  "rdma"))
+    assert h20["gpufleet_gpu_source"] == "api"
 
 
 def test_fixed_groups(aliyun, run_inventory):

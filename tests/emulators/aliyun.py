@@ -78,7 +78,8 @@ class AliyunEmulator(Emulator):
         if action == "DescribeInstanceTypes":
             wanted = [v for k, v in sorted(params.items()) if k.startswith("InstanceTypes.")]
             return Response(200, {"RequestId": request_id(), "NextToken": "", "InstanceTypes": {"InstanceType": [
-                _instance_type(name) for name in wanted or sorted(CATALOG) if name in CATALOG]}})
+                _instance_type(name) for name in wanted or sorted(CATALOG)
+                if name in CATALOG and name not in self.faults.unoffered_types.get(region, ())]}})
         return _error(400, "InvalidAction.NotFound", "Specified api is not found, please check your url and method.")
 
     def _instances(self, params, region):

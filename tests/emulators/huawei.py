@@ -80,7 +80,8 @@ class HuaweiEmulator(Emulator):
         if region not in self.regions:
             return _error(404, "Ecs.0114", "The project does not exist.")
         if action == "ListFlavors":
-            return Response(200, {"flavors": [_flavor(name) for name in sorted(CATALOG)]})
+            return Response(200, {"flavors": [_flavor(name) for name in sorted(CATALOG)
+                                              if name not in self.faults.unoffered_types.get(region, ())]})
         if action == "ListServersDetails":
             limit = int(request.query.get("limit") or 25)
             page = max(int(request.query.get("offset") or 1), 1)

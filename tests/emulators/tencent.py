@@ -72,7 +72,8 @@ class TencentEmulator(Emulator):
             zones = sorted({i["zone"] for i in self.instances.get(region, [])}) or [region + "-1"]
             configs = [
                 _type_config(name, zone) for zone in zones for name in sorted(CATALOG)
-                if filters.get("zone", [zone])[0] == zone
+                if name not in self.faults.unoffered_types.get(region, ())
+                and filters.get("zone", [zone])[0] == zone
                 and filters.get("instance-type", [name])[0] == name
                 and filters.get("instance-family", [name.split(".")[0]])[0] == name.split(".")[0]
             ]

@@ -51,5 +51,31 @@ def test_every_option_read_is_documented(cloud):
     assert examples and all(e["plugin"] == "gpufleet.cloud." + PLUGINS[cloud] for e in examples)
 
 
+def test_types_the_lookup_does_not_know_lose_no_instance(cloud, start_emulator, run_inventory, warnings):
+    # Every type of the first region unknown to its lookup: EC2 refuses the
+    # call, the others leave the types out of their answers.
+    emulator = start_emulator(cloud, count=16, stopped_share=0.0)
+    region = CLOUDS[cloud]["regions"][0]
+    seeded = [i for r in emulator.instances.values() for i in r]
+    emulator.faults.unoffered_types[region] = {i["instance_type"] for i in seeded}
+    inventory = run_inventory(plugin_config(cloud, emulator, hostnames=["instance_id"], gpu_only=False))
+    assert {h.name for h in inventory.groups["all"].get_hosts()} == {i["instance_id"] for i in seeded}
+    unknown = set()
+    for host in inventory.groups["all"].get_hosts():
+        variables = host.get_vars()
+        gpu, source = variables["gpufleet_gpu"], variables["gpufleet_gpu_source"]
+        # Unknown is null, never 0, and only ever where the lookup was refused.
+        assert (gpu["count"] is None) is (source == "unknown"), (host.name, gpu, source)
+        if source == "unknown":
+            assert variables["gpufleet_region"] == region
+            unknown.add(host.name)
+    grouped = {h.name for h in inventory.groups["gpu_unknown"].get_hosts()} if "gpu_unknown" in inventory.groups else set()
+    assert grouped == unknown
+    if cloud == "aws":
+        # An EC2 instance carries no GPU data of its own: all of the region's.
+        assert unknown == {i["instance_id"] for i in seeded if i["region"] == region}
+    assert not any("failed" in w and "region %s failed" % region in w for w in warnings)
+
+
 def _gpu_types(cloud, emulator):
     return {t for t in emulator.CATALOG if fleet.has_gpu(emulator.CATALOG[t], t)}

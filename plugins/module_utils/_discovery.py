@@ -57,6 +57,23 @@ class MissingLibraryError(DiscoveryError):
         self.import_error = import_error
 
 
+class HollowReply(Exception):
+    """A reply that looks successful but lacks the listing's own fields.
+    It is an error for its region: read as an empty page it would make the
+    region's hosts vanish without a word."""
+
+    def __init__(self, action, fields):
+        super().__init__("%s answered without %s: not a listing, so the region is not read as empty"
+                         % (action, " or ".join(fields)))
+
+
+def require(value, action, *fields):
+    """``value``, unless it is None: then the reply lacked ``fields``."""
+    if value is None:
+        raise HollowReply(action, fields)
+    return value
+
+
 class RegionFailure:
     """One region that could not be listed, and the reason."""
 

@@ -19,7 +19,7 @@ Private to gpufleet.cloud; see _discovery.py for the shared flow.
 from __future__ import annotations
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
-from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, CredentialsError, split_endpoint
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, CredentialsError, require, split_endpoint
 from ansible_collections.gpufleet.cloud.plugins.module_utils._pagination import by_token
 
 try:
@@ -94,7 +94,8 @@ class AliyunAdapter(Adapter):
             request = ecs_models.DescribeInstancesRequest(
                 region_id=region, max_results=self.settings.page_size or PAGE_SIZE, next_token=token)
             body = self.call(client.describe_instances, request).body
-            return (body.instances.instance if body.instances else None), body.next_token
+            instances = require(body.instances, "DescribeInstances", "Instances")
+            return instances.instance, body.next_token
         return by_token(fetch)
 
     def instance_type_of(self, raw):

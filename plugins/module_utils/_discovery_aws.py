@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
-from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, ConfigError, CredentialsError
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, ConfigError, CredentialsError, require
 from ansible_collections.gpufleet.cloud.plugins.module_utils._pagination import by_token
 
 try:
@@ -120,7 +120,8 @@ class AwsAdapter(Adapter):
             if token:
                 kwargs["NextToken"] = token
             response = self.call(client.describe_instances, **kwargs)
-            instances = [i for r in response.get("Reservations", ()) for i in r.get("Instances", ())]
+            reservations = require(response.get("Reservations"), "DescribeInstances", "Reservations")
+            instances = [i for r in reservations for i in r.get("Instances", ())]
             return instances, response.get("NextToken")
         return by_token(fetch)
 

@@ -28,7 +28,7 @@ import os
 import re
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
-from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, CredentialsError
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, CredentialsError, require
 from ansible_collections.gpufleet.cloud.plugins.module_utils._pagination import by_page_number
 
 try:
@@ -128,7 +128,7 @@ class HuaweiAdapter(Adapter):
     def pages(self, client, region):
         def fetch(page, limit):
             response = self.call(client.list_servers_details, ListServersDetailsRequest(limit=limit, offset=page))
-            return response.servers, response.count
+            return require(response.servers, "ListServersDetails", "servers"), response.count
         return by_page_number(fetch, self.settings.page_size or PAGE_SIZE)
 
     def instance_type_of(self, raw):

@@ -18,7 +18,7 @@ Private to gpufleet.cloud; see _discovery.py for the shared flow.
 from __future__ import annotations
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
-from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, CredentialsError, split_endpoint
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, CredentialsError, require, split_endpoint
 from ansible_collections.gpufleet.cloud.plugins.module_utils._pagination import by_offset
 
 try:
@@ -93,7 +93,8 @@ class TencentAdapter(Adapter):
             request.Offset = offset
             request.Limit = limit
             response = self.call(client.DescribeInstances, request)
-            return response.InstanceSet, response.TotalCount
+            return require(response.InstanceSet, "DescribeInstances", "InstanceSet"), \
+                require(response.TotalCount, "DescribeInstances", "TotalCount")
         return by_offset(fetch, self.settings.page_size or PAGE_SIZE)
 
     def instance_type_of(self, raw):

@@ -82,6 +82,9 @@ class Faults:
         # region -> instance types its type lookup refuses, the way a real
         # API answers for a type not offered in that region.
         self.unoffered_types = {}
+        # (region, action) pairs answered with a success that lacks the
+        # listing's own fields (HTTP 200, a request id, nothing else).
+        self.hollow = set()
         self._throttle = {}
 
     def throttle(self, count, region=None, action=None):
@@ -181,6 +184,11 @@ class Emulator:
         """This cloud's error for a region that is down."""
         raise NotImplementedError
 
+    def hollow(self, action, region):
+        """A 200 reply with this cloud's envelope and none of the action's
+        fields: what an API gateway or a proxy can hand back."""
+        raise NotImplementedError
+
     # -- dispatch ---------------------------------------------------------
     def dispatch(self, request):
         action, region = self.route(request)
@@ -192,6 +200,8 @@ class Emulator:
             return self.unavailable(action, region)
         if self.faults.take_throttle(region, action):
             return self.throttled(action, region)
+        if (region, action) in self.faults.hollow:
+            return self.hollow(action, region)
         return self.answer(request, action, region)
 
     def count(self, action=None, region=None):

@@ -106,6 +106,9 @@ class AliyunEmulator(Emulator):
     def unavailable(self, action, region):
         return _error(503, "ServiceUnavailable", "The request has failed due to a temporary failure of the server.")
 
+    def hollow(self, action, region):
+        return Response(200, {"RequestId": request_id()})
+
 
 def _error(status, code, message):
     return Response(status, {"RequestId": request_id(), "HostId": "ecs.aliyuncs.com", "Code": code, "Message": message})

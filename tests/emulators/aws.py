@@ -170,6 +170,11 @@ class AwsEmulator(Emulator):
     def unavailable(self, action, region):
         return _error(503, "Unavailable", "The service is unavailable. Please try again shortly.")
 
+    def hollow(self, action, region):
+        body = ('<?xml version="1.0" encoding="UTF-8"?>\n<%sResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+                "<requestId>%s</requestId></%sResponse>" % (action, request_id(), action))
+        return Response(200, body.encode(), "text/xml;charset=UTF-8")
+
 
 def _error(status, code, message):
     body = ('<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>%s</Code>'

@@ -100,6 +100,9 @@ class HuaweiEmulator(Emulator):
     def unavailable(self, action, region):
         return _error(503, "Ecs.0000", "The ECS service is temporarily unavailable in this region.")
 
+    def hollow(self, action, region):
+        return Response(200, {"request_id": request_id()})
+
 
 def _error(status, code, message):
     return Response(status, {"error": {"code": code, "message": message}})

@@ -87,6 +87,10 @@ class TencentEmulator(Emulator):
     def unavailable(self, action, region):
         return _error("InternalError", "An internal error has occurred. Retry your request.")
 
+    def hollow(self, action, region):
+        # Neither InstanceSet nor TotalCount, and no Error either.
+        return _ok({})
+
 
 def _ok(body):
     body["RequestId"] = request_id().lower()

@@ -79,3 +79,18 @@ def test_types_the_lookup_does_not_know_lose_no_instance(cloud, start_emulator, 
 
 def _gpu_types(cloud, emulator):
     return {t for t in emulator.CATALOG if fleet.has_gpu(emulator.CATALOG[t], t)}
+
+
+def test_a_hollow_listing_reply_fails_its_region_never_empties_it(cloud, start_emulator, run_inventory, warnings):
+    # HTTP 200 with the cloud's envelope and no listing fields (a Tencent
+    # body with neither InstanceSet nor TotalCount, say).
+    emulator = start_emulator(cloud, count=12, stopped_share=0.0)
+    first, second = CLOUDS[cloud]["regions"]
+    emulator.faults.hollow.add((first, CLOUDS[cloud]["list_action"]))
+    inventory = run_inventory(plugin_config(cloud, emulator, hostnames=["instance_id"], gpu_only=False))
+    regions = {h.get_vars()["gpufleet_region"] for h in inventory.groups["all"].get_hosts()}
+    assert first not in regions
+    failed = [w for w in warnings if "region %s failed" % first in w]
+    assert len(failed) == 1 and "answered without" in failed[0] and "not read as empty" in failed[0]
+    if emulator.instances.get(second):
+        assert second in regions

@@ -82,11 +82,12 @@ lab-down: venv
 # Every stage runs, even after one fails; the table at the end says which
 # passed, and make test fails if any did not.
 # Stages joined by + run side by side, each still timed and reported on its
-# own (STAGES="unit lint sanity molecule+lab-test inventory-test"). Not the
-# default: on a 2-CPU machine Molecule beside the lab tests made each
-# scenario 2.3x slower and the whole run longer, with a third of the CPU
-# still idle (docs/testing.md).
-STAGES ?= unit lint sanity molecule lab-test inventory-test
+# own. The lab stage runs as its two halves side by side (lab-fleet: the
+# shared fleet, mostly waiting on SSH; lab-roles: one node at a time);
+# STAGES="... lab-test ..." runs it as one process instead. Molecule beside
+# the lab tests (molecule+lab-test) measured slower on a 2-CPU machine:
+# each scenario 2.3x slower and the whole run longer (docs/testing.md).
+STAGES ?= unit lint sanity molecule lab-fleet+lab-roles inventory-test
 test: deps
 	@$(MAKE) --no-print-directory stages
 .PHONY: stages

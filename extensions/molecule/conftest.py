@@ -70,7 +70,8 @@ def container(major_version: int) -> str:
     return f"{os.environ['MOLECULE_SCENARIO_NAME']}-debian{major_version}"
 
 
-def ansible_playbook(playbook: Path, *nodes: str, extra_vars: dict | None = None) -> subprocess.CompletedProcess:
+def ansible_playbook(playbook: Path, *nodes: str, extra_vars: dict | None = None,
+                     options: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     """Run a playbook of this checkout against scenario nodes, the way a user
     would: with the project's ansible.cfg and the scenario's own inventory,
     so the nodes keep the variables they were converged with."""
@@ -80,7 +81,7 @@ def ansible_playbook(playbook: Path, *nodes: str, extra_vars: dict | None = None
     # localhost too: the project's playbooks write their reports from it.
     limit = ",".join([*nodes, "localhost"])
     argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), "--limit", limit]
-    argv += ["-e", json.dumps(extra_vars or {}), str(playbook)]
+    argv += ["-e", json.dumps(extra_vars or {}), *options, str(playbook)]
     return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False)
 
 

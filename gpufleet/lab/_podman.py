@@ -60,9 +60,11 @@ class Podman:
             access = ["--label", f"{GPU_STACK_LABEL}=1", "--privileged", "--cgroupns=private",
                       "--tmpfs=/var/lib/docker:rw,exec,size=4g"]
         else:
-            # The security role loads nftables rules; NET_ADMIN acts only in
-            # the node's own network namespace, never on the host's.
-            access = ["--cap-add", "NET_ADMIN"]
+            # The security role loads nftables rules (NET_ADMIN), and reads
+            # what its file would load in a throwaway network namespace
+            # (SYS_ADMIN, for unshare): both act only in the node's own
+            # namespaces, never on the host's firewall.
+            access = ["--cap-add", "NET_ADMIN", "--cap-add", "SYS_ADMIN"]
         self._call(
             "run", "--detach",
             "--name", node.name,

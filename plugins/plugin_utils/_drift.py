@@ -88,8 +88,10 @@ def classify(action, result, outcome):
             # A `when:` that does not apply to this host (for a command too:
             # its condition, read from the node, said there is nothing to do).
             return None
-        if action in COMMAND_ACTIONS or "does not support check mode" in msg:
-            # The module itself declined to run in check mode.
+        if action in COMMAND_ACTIONS or "check mode" in msg.lower():
+            # The module itself declined to look in check mode ("does not
+            # support check mode", or its own reason it cannot, such as
+            # gpufleet.cloud.nft_table without CAP_SYS_ADMIN).
             return NOT_VERIFIED
         return None
     if action in COMMAND_ACTIONS and not result.get("changed"):

@@ -35,6 +35,7 @@ EXPECTED_DRIFT = {
     BASELINE + "Enable and start chrony",
     BASELINE + "Configure chrony",
     BASELINE + "Set memlock and nofile limits for login sessions",
+    "gpufleet.cloud.security : Load the firewall ruleset atomically",
 }
 
 
@@ -139,19 +140,32 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
         ["sh", "-c", "echo 'server 127.0.0.9 iburst' >> /etc/chrony/chrony.conf"],
         ["chmod", "0666", "/etc/security/limits.d/90-gpufleet-baseline.conf"],
         ["systemctl", "stop", "prometheus-node-exporter"],
+        # A hole made in the running firewall: the file and the table's
+        # comment stay as the role wrote them.
+        ["nft", "add", "rule", "inet", "gpufleet", "input", "tcp", "dport", "4444", "accept"],
     ):
         assert node_exec(node, *argv).returncode == 0, argv
 
-    result, report, out = drift(tmp_path, "drifted")
-    assert result.returncode == 2, result.stdout + result.stderr
+    # One `drift --fix --yes` is the whole cycle: its first scan finds the
+    # drift (its reports land in out/), it converges only what drifted, and
+    # its second scan (out/after-fix/) must find the fleet clean. A separate
+    # scan before and after would repeat both fleet-wide scans.
+    result, report, out = drift(tmp_path, "fix", "--fix", "--yes")
+    assert report, result.stdout + result.stderr
+    assert report["summary"]["exit_code"] == 2, report["summary"]
     assert not_in_sync(report) == {("lab-node-3", r) for r in EXPECTED_DRIFT}
     for resource, made in ((BASELINE + "Configure chrony", "127.0.0.9"),
                            ("gpufleet.cloud.docker : Write daemon.json", "1g"),
-                           ("gpufleet.cloud.nccl : Write /etc/nccl.conf", "TRACE")):
+                           ("gpufleet.cloud.nccl : Write /etc/nccl.conf", "TRACE"),
+                           ("gpufleet.cloud.security : Load the firewall ruleset atomically", "4444")):
         record = next(r for r in report["records"] if r["host"] == "lab-node-3" and r["resource"] == resource)
         assert made in json.dumps(record["diff"]), f"{resource}: the diff shows the hand-made change"
     table = result.stdout.split("\n\n")[0]
     assert "lab-node-3" in table and "lab-node-1" not in table and "lab-node-2" not in table
+    # The first scan's summary line says what a plain scan would exit with.
+    assert "exit 2" in result.stdout.split("fix: converge")[0]
+    # Only the drifted node is converged.
+    assert "fix: converge lab-node-3 for " in result.stdout, result.stdout[-3000:]
 
     # JUnit: the drifted node's suite has the failures, the others none.
     junit = (out / "report.xml").read_text()
@@ -170,12 +184,17 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     assert "Drifted: lab-node-3</p>" in dom
     assert ">67%</b>nodes in sync" in dom
 
-    result, _report, _out = drift(tmp_path, "fix", "--fix", "--yes")
+    # After the fix: the second scan exits 0 with every resource in sync.
     assert result.returncode == 0, result.stdout[-3000:]
-    result, report, _out = drift(tmp_path, "after")
-    assert result.returncode == 0 and not_in_sync(report) == set()
-    # History remembers when the drift was first seen.
-    assert len((tmp_path / "history.jsonl").read_text().splitlines()) == 4
+    after = json.loads((out / "after-fix" / "report.json").read_text())
+    assert after["summary"]["exit_code"] == 0 and not_in_sync(after) == set()
+    assert set(after["hosts"]) == {"lab-node-1", "lab-node-2", "lab-node-3"}
+    # The kernel runs the file's table again: the hole is closed.
+    assert "4444" not in node_exec(node, "nft", "list", "table", "inet", "gpufleet").stdout
+    # History has both scans, the drifted one first.
+    history = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert [run["exit_code"] for run in history] == [2, 0], history
+    assert len(history[0]["drifted"]) == len(EXPECTED_DRIFT) and history[1]["drifted"] == []
 
 
 def test_an_unreachable_node_is_reported_and_the_others_still_are(converged, first_converge, tmp_path):

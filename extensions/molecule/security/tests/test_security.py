@@ -182,6 +182,38 @@ def test_firewall_table_is_loaded_and_drops_by_default(host):
     assert host.service("nftables").is_enabled
 
 
+FIREWALL_PLAY = """
+- hosts: all
+  gather_facts: true
+  tasks:
+    - ansible.builtin.package_facts:
+    - ansible.builtin.include_role:
+        name: gpufleet.cloud.security
+        tasks_from: firewall
+"""
+LOAD_TASK = "TASK [gpufleet.cloud.security : Load the firewall ruleset atomically]"
+
+
+def test_a_rule_added_to_the_running_table_is_drift_and_a_run_removes_it(host, tmp_path):
+    # The file and the table's comment stay as the role wrote them: only
+    # the kernel's rules change, as `nft add rule` by hand does.
+    host.run_test("nft add rule inet gpufleet input tcp dport 4444 accept")
+    play = tmp_path / "firewall.yml"
+    play.write_text(FIREWALL_PLAY)
+    try:
+        check = ansible_playbook(play, host.backend.name, options=("--check", "--diff"))
+        out = check.stdout
+        assert check.returncode == 0, out + check.stderr
+        task = out.split(LOAD_TASK, 1)[1].split("TASK [", 1)[0]
+        assert f"changed: [{host.backend.name}]" in task, task
+        assert re.search(r"^-\s+tcp dport 4444 accept", task, re.M), task
+        assert "tcp dport 4444" in host.check_output("nft list table inet gpufleet"), "check mode changed nothing"
+    finally:
+        run = ansible_playbook(play, host.backend.name)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "tcp dport 4444" not in host.check_output("nft list table inet gpufleet")
+
+
 def test_nftables_service_leaves_other_tables_alone(host):
     conf = assert_file(host, "/etc/nftables.conf", mode=0o755, contains=('include "/etc/nftables.d/*.nft"',))
     assert not [line for line in conf.splitlines() if line.strip().startswith("flush")], conf

@@ -18,7 +18,8 @@ def test_a_lab_node_publishes_only_loopback_and_may_firewall_itself():
     Podman(runner).run_node(_nodes.node(2), "localhost/gpufleet-debian:12")
     argv = calls[0]
     assert argv[argv.index("--publish") + 1] == "127.0.0.12:2202:22"
-    assert argv[argv.index("--cap-add") + 1] == "NET_ADMIN"
+    caps = {argv[i + 1] for i, arg in enumerate(argv) if arg == "--cap-add"}
+    assert caps == {"NET_ADMIN", "SYS_ADMIN"}
     assert "--privileged" not in argv
     assert argv[-2:] == ["localhost/gpufleet-debian:12", "/sbin/init"]
 

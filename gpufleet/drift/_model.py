@@ -75,9 +75,12 @@ class Report:
         return {k: dict(v) for k, v in sorted(out.items())}
 
     def drifted_roles(self) -> list[str]:
-        """Short role names of drifted resources: site.yml tags each role
-        with its short name (gpufleet.cloud.baseline -> baseline)."""
-        return sorted({r["role"].rsplit(".", 1)[-1] for r in self.drifted() if r.get("role")})
+        """Short role names that reach the drifted resources: site.yml tags
+        each role with its short name (gpufleet.cloud.baseline -> baseline).
+        A resource of an internal role counts for the roles that include it
+        (its record's applied_by): the internal role has no tag of its own."""
+        return sorted({name.rsplit(".", 1)[-1] for r in self.drifted() if r.get("role")
+                       for name in (r.get("applied_by") or [r["role"]])})
 
     def drifted_hosts(self) -> list[str]:
         return sorted({r["host"] for r in self.drifted()})

@@ -86,13 +86,14 @@ class Lab:
         self.known_hosts.write_text("\n".join(lines) + "\n")
         self.emulator.start(self.dir, self.root, nodes)
         gateway = self.podman.bridge_gateway()
-        self.object_store.start(self.dir, self.root, gateway)
+        restored = self.object_store.start(self.dir, self.root, gateway)
         self.state_file.write_text(
             json.dumps({"images": images, "user": LAB_USER, "nodes": [vars(n) for n in nodes]}, indent=2) + "\n"
         )
         log(f"lab up: {len(nodes)} node(s), key {self.dir / 'id_ed25519'}, "
             f"Alibaba Cloud emulator on 127.0.0.1:{_emulator.PORT}, "
-            f"object store (S3) on {gateway}:{_object_store.PORT}")
+            f"object store (S3) on {gateway}:{_object_store.PORT}"
+            + (f", its data restored ({restored} stored requests)" if restored else ""))
         return nodes
 
     def _wait_booted(self, n: Node, timeout: float) -> None:
@@ -114,9 +115,13 @@ class Lab:
             self.podman.remove(name)
         self.emulator.stop(self.dir)
         self.object_store.stop(self.dir)
+        # The object store's data lives as long as the lab: `lab up` and
+        # restarts keep it, only this deletes it.
+        deleted = self.object_store.delete_data(self.dir)
         for f in (self.known_hosts, self.state_file):
             f.unlink(missing_ok=True)
-        log(f"lab down: removed {len(names)} node(s)")
+        log(f"lab down: removed {len(names)} node(s)"
+            + (f" and the object store's data ({_object_store.data_file(self.dir)})" if deleted else ""))
         return len(names)
 
     def status(self) -> list[dict]:

@@ -124,9 +124,11 @@ def _signal(pid: int, sig: int) -> None:
             pass
 
 
-def start(lab_dir: Path, root: Path, name: str, argv: list[str], host: str, port: int, what: str) -> None:
-    """(Re)start server `name` (`argv`, run from `root`) and wait until it
-    listens on host:port. `what` names it in errors."""
+def start(lab_dir: Path, root: Path, name: str, argv: list[str], host: str, port: int, what: str,
+          env: dict[str, str] | None = None) -> None:
+    """(Re)start server `name` (`argv`, run from `root`, with `env` added to
+    this process's environment) and wait until it listens on host:port.
+    `what` names it in errors."""
     stop(lab_dir, name)
     if listening(host, port):
         raise RuntimeError(f"{host}:{port} is taken by another process; the lab's {what} needs it")
@@ -134,6 +136,7 @@ def start(lab_dir: Path, root: Path, name: str, argv: list[str], host: str, port
     # The server outlives this call by design: no `with`.
     proc = subprocess.Popen(  # pylint: disable=consider-using-with
         argv, cwd=root, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, **(env or {})},
     )
     record = {"pid": proc.pid, "start_time": _start_time(proc.pid), "host": host, "port": port}
     (lab_dir / f"{name}.pid").write_text(json.dumps(record) + "\n")

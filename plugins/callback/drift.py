@@ -155,6 +155,11 @@ class CallbackModule(CallbackBase):
             "action": task.action,
             "state": state,
         }
+        applied_by = _applied_by(task._role) if role else []
+        if applied_by and applied_by != [role]:
+            # An internal role (nvidia_packages) has no tag of its own in
+            # site.yml: --fix reaches it through the roles that include it.
+            record["applied_by"] = applied_by
         if state == _drift.DRIFTED:
             record["diff"] = _drift.redact_diff(res, no_log)
         elif state in (_drift.FAILED, _drift.UNREACHABLE, _drift.NOT_VERIFIED):
@@ -214,6 +219,21 @@ class CallbackModule(CallbackBase):
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=1, sort_keys=True)
         os.replace(tmp, path)  # readers never see half a report
+
+
+def _applied_by(role, depth=0):
+    """The roles a play applies that reach `role`: the role itself when no
+    role includes it (or lists it as a dependency), otherwise the top of
+    each chain of roles above it."""
+    parents = list(role.get_parents() or []) if depth < 16 else []
+    if not parents:
+        return [role.get_name()]
+    names = []
+    for parent in parents:
+        for name in _applied_by(parent, depth + 1):
+            if name not in names:
+                names.append(name)
+    return names
 
 
 def _rank(state):

@@ -36,6 +36,9 @@ EXPECTED_DRIFT = {
     BASELINE + "Configure chrony",
     BASELINE + "Set memlock and nofile limits for login sessions",
     "gpufleet.cloud.security : Load the firewall ruleset atomically",
+    "gpufleet.cloud.nvidia_packages : Hold the pinned packages against upgrades [libnvidia-ml1]",
+    "gpufleet.cloud.nvidia_packages : Verify the pinned packages' files against dpkg's checksums",
+    MONITORING + "Verify node_exporter's files against dpkg's checksums",
 }
 
 
@@ -143,6 +146,15 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
         # A hole made in the running firewall: the file and the table's
         # comment stay as the role wrote them.
         ["nft", "add", "rule", "inet", "gpufleet", "input", "tcp", "dport", "4444", "accept"],
+        # A pinned driver package released from its hold: a resource of the
+        # internal nvidia_packages role, which --fix reaches through the
+        # roles that include it.
+        ["apt-mark", "unhold", "libnvidia-ml1"],
+        # Packaged files written over, as NVIDIA's .run installer does to the
+        # driver's libraries: dpkg's database still says installed.
+        ["sh", "-c", "f=$(dpkg -L libnvidia-ml1 | grep -E '/libnvidia-ml[.]so[.][0-9]+[.]' | head -n 1)"
+                     " && test -f \"$f\" && echo tampered >> \"$f\""],
+        ["sh", "-c", "echo tampered >> /usr/bin/prometheus-node-exporter"],
     ):
         assert node_exec(node, *argv).returncode == 0, argv
 
@@ -157,15 +169,22 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     for resource, made in ((BASELINE + "Configure chrony", "127.0.0.9"),
                            ("gpufleet.cloud.docker : Write daemon.json", "1g"),
                            ("gpufleet.cloud.nccl : Write /etc/nccl.conf", "TRACE"),
-                           ("gpufleet.cloud.security : Load the firewall ruleset atomically", "4444")):
+                           ("gpufleet.cloud.security : Load the firewall ruleset atomically", "4444"),
+                           (MONITORING + "Verify node_exporter's files against dpkg's checksums",
+                            "/usr/bin/prometheus-node-exporter (checksum differs)"),
+                           ("gpufleet.cloud.nvidia_packages : Verify the pinned packages' files against dpkg's checksums",
+                            "libnvidia-ml1: /usr/lib/")):
         record = next(r for r in report["records"] if r["host"] == "lab-node-3" and r["resource"] == resource)
         assert made in json.dumps(record["diff"]), f"{resource}: the diff shows the hand-made change"
     table = result.stdout.split("\n\n")[0]
     assert "lab-node-3" in table and "lab-node-1" not in table and "lab-node-2" not in table
     # The first scan's summary line says what a plain scan would exit with.
     assert "exit 2" in result.stdout.split("fix: converge")[0]
-    # Only the drifted node is converged.
-    assert "fix: converge lab-node-3 for " in result.stdout, result.stdout[-3000:]
+    # Only the drifted node is converged, and the internal role's resources
+    # are reached through the roles that include it.
+    fixed = next(line for line in result.stdout.splitlines() if line.startswith("fix: converge "))
+    assert fixed.startswith("fix: converge lab-node-3 for "), fixed
+    assert "nvidia_driver" in fixed.split(" for ", 1)[1].split(", "), fixed
 
     # JUnit: the drifted node's suite has the failures, the others none.
     junit = (out / "report.xml").read_text()
@@ -189,18 +208,57 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     after = json.loads((out / "after-fix" / "report.json").read_text())
     assert after["summary"]["exit_code"] == 0 and not_in_sync(after) == set()
     assert set(after["hosts"]) == {"lab-node-1", "lab-node-2", "lab-node-3"}
-    # The kernel runs the file's table again: the hole is closed.
+    # The kernel runs the file's table again: the hole is closed; the hold
+    # is back; the packaged files are the package's again.
     assert "4444" not in node_exec(node, "nft", "list", "table", "inet", "gpufleet").stdout
+    assert "libnvidia-ml1" in node_exec(node, "apt-mark", "showhold").stdout.split()
+    for package in ("libnvidia-ml1", "prometheus-node-exporter"):
+        verify = node_exec(node, "dpkg", "--verify", package)
+        # Conffiles aside: the monitoring role writes node_exporter's defaults.
+        changed = [line for line in verify.stdout.splitlines() if line[10:11] != "c"]
+        assert verify.returncode == 0 and changed == [], f"{package}: {verify.stdout}"
     # History has both scans, the drifted one first.
     history = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
     assert [run["exit_code"] for run in history] == [2, 0], history
     assert len(history[0]["drifted"]) == len(EXPECTED_DRIFT) and history[1]["drifted"] == []
 
 
+RESTIC = "set -a; . /etc/gpufleet/backup/restic.env; set +a; restic --no-cache"
+
+
+def test_a_second_lab_up_keeps_every_backup(converged, tmp_path):
+    # `gpufleet lab up` on a running lab restarts its object store. Its
+    # data must survive that: a backup made before is restored after.
+    node = "gpufleet-lab-1"
+    assert node_exec(node, "systemctl", "start", "gpufleet-backup.service").returncode == 0
+    before = node_exec(node, "sh", "-c", f"{RESTIC} snapshots --json")
+    assert before.returncode == 0, before.stderr
+    snapshots = sorted(s["id"] for s in json.loads(before.stdout))
+    assert snapshots, "the backup made a snapshot"
+
+    up = gpufleet("lab", "up", "--gpu-stack", "1")
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "its data restored" in up.stdout, up.stdout
+
+    after = node_exec(node, "sh", "-c", f"{RESTIC} snapshots --json")
+    assert after.returncode == 0, after.stderr
+    assert sorted(s["id"] for s in json.loads(after.stdout)) == snapshots
+    restored = node_exec(node, "sh", "-c", f"{RESTIC} restore {snapshots[-1]} --target /tmp/restore-check"
+                         " --include /etc/hostname")
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert node_exec(node, "cat", "/tmp/restore-check/etc/hostname").stdout == \
+        node_exec(node, "cat", "/etc/hostname").stdout
+    node_exec(node, "rm", "-rf", "/tmp/restore-check")
+    # That the second `lab up` made no drift on the untouched nodes is the
+    # next test's scan: lab-node-1 and -2 must be all in sync there.
+
+
 def test_an_unreachable_node_is_reported_and_the_others_still_are(converged, first_converge, tmp_path):
     # What each node reports when reachable: the session's clean scan (the
     # hand-made drift test before this one fixes what it broke, and its
-    # last scan proves the fleet clean again).
+    # last scan proves the fleet clean again). This scan comes after the
+    # second `lab up` (the test before), so it also proves that the lab's
+    # restart made no drift on the nodes nobody touched.
     clean = first_converge.report
     per_host = {h: sum(1 for r in clean["records"] if r["host"] == h) for h in clean["hosts"]}
     subprocess.run(["podman", "stop", "-t", "2", "gpufleet-lab-3"], check=True, capture_output=True)

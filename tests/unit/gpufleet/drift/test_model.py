@@ -37,6 +37,13 @@ def test_fix_targets_short_role_names_and_drifted_hosts_only():
     assert r.drifted_roles() == ["baseline", "nccl"]
 
 
+def test_fix_reaches_an_internal_role_through_the_roles_that_include_it():
+    held = rec("a", "Hold [libnvidia-ml1]", "drifted", role="gpufleet.cloud.nvidia_packages")
+    held["applied_by"] = ["gpufleet.cloud.nvidia_driver", "gpufleet.cloud.cuda"]
+    r = report([held, rec("a", "x", "drifted")])
+    assert r.drifted_roles() == ["baseline", "cuda", "nvidia_driver"]
+
+
 def test_grouping_by_cloud():
     r = report([rec("a", "x", "in-sync"), rec("b", "x", "drifted")])
     assert r.grouped("provider") == {"aliyun": {"in-sync": 1, "drifted": 1}}

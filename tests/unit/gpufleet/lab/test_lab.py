@@ -74,9 +74,14 @@ class FakeObjectStore:
 
     def start(self, lab_dir, root, gateway):
         self.listening_on = gateway
+        return 0
 
     def stop(self, lab_dir):
         self.stopped += 1
+
+    def delete_data(self, lab_dir):
+        self.deleted = True
+        return True
 
 
 @pytest.fixture
@@ -181,3 +186,4 @@ def test_down_removes_every_node_and_the_state(lab):
     assert not lab.state_file.exists()
     assert (lab.dir / "id_ed25519").exists(), "the key survives, so it stays stable across labs"
     assert lab.emulator.stopped == 1 and lab.object_store.stopped == 1
+    assert lab.object_store.deleted, "only lab down deletes the object store's data"

@@ -104,7 +104,7 @@ def test_twenty_downs_and_ups_back_to_back_never_find_the_port_taken(tmp_path, m
     emulator = SimpleNamespace(start=lambda d, root, nodes: _emulator.start(d, root, nodes, port=emulator_port),
                                stop=_emulator.stop)
     store = SimpleNamespace(start=lambda d, root, gateway: _object_store.start(d, root, gateway, port=store_port),
-                            stop=_object_store.stop)
+                            stop=_object_store.stop, delete_data=_object_store.delete_data)
     lab = Lab(tmp_path / "lab", podman=LoopbackPodman(), root=ROOT, emulator=emulator, object_store=store)
     lab.dir.mkdir()
     try:

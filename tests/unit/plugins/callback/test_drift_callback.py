@@ -33,13 +33,28 @@ class FakeHost:
         return self._groups
 
 
+class FakeRole:
+    """What the callback reads of a Role: its name, and the roles that
+    include it (Ansible's Role.get_parents)."""
+
+    def __init__(self, name, parents=()):
+        self._name = name
+        self._parents = list(parents)
+
+    def get_name(self):
+        return self._name
+
+    def get_parents(self):
+        return self._parents
+
+
 class FakeTask:
-    def __init__(self, name, action, no_log=False, role=None, tags=()):
+    def __init__(self, name, action, no_log=False, role=None, tags=(), parents=()):
         self._name = name
         self.action = action
         self.no_log = no_log
         self.tags = list(tags)
-        self._role = SimpleNamespace(get_name=lambda: role) if role else None
+        self._role = FakeRole(role, parents) if role else None
 
     def get_name(self):
         return f"{self._role.get_name()} : {self._name}" if self._role else self._name
@@ -148,3 +163,22 @@ def test_versions_are_collected_for_peer_comparison(cb, tmp_path):
     assert report["hosts"]["n1"]["versions"] == {"kernel": "6.1.0-27-amd64", "chrony": "4.3-2", "driver": "535.216.01",
                                                  "CUDA (driver)": "12.2", "nvidia module": "535.216.01"}
     assert report["hosts"]["n2"]["versions"] == {}
+
+
+def test_a_resource_of_an_included_role_names_the_roles_that_reach_it(cb, tmp_path):
+    # nvidia_packages has no tag in site.yml: nvidia_driver and cuda include
+    # it, so those are what --fix must run; the top of each chain counts.
+    h = FakeHost("n1")
+    driver = FakeRole("gpufleet.cloud.nvidia_driver")
+    wrapper = FakeRole("gpufleet.cloud.cuda_wrapper", [FakeRole("gpufleet.cloud.cuda")])
+    hold = FakeTask("Hold the pinned packages", "ansible.builtin.dpkg_selections", role="gpufleet.cloud.nvidia_packages")
+    hold._role = FakeRole("gpufleet.cloud.nvidia_packages", [driver, wrapper])
+    cb.v2_runner_item_on_ok(result(h, hold, {"changed": True, "item": "libnvidia-ml1",
+                                             "_ansible_item_label": "libnvidia-ml1"}))
+    plain = FakeTask("Configure chrony", "ansible.builtin.template", role="gpufleet.cloud.baseline")
+    cb.v2_runner_on_ok(result(h, plain, {"changed": True}))
+    records = {r["resource"]: r for r in finish(cb, tmp_path)["records"]}
+    held = records["gpufleet.cloud.nvidia_packages : Hold the pinned packages [libnvidia-ml1]"]
+    assert held["role"] == "gpufleet.cloud.nvidia_packages"
+    assert held["applied_by"] == ["gpufleet.cloud.nvidia_driver", "gpufleet.cloud.cuda"]
+    assert "applied_by" not in records["gpufleet.cloud.baseline : Configure chrony"]

@@ -9,7 +9,12 @@ server runs with moto's request recorder on: every request it serves is
 appended to a file under the lab directory, and a restart replays that file
 before anything else reaches the server. A `gpufleet lab up` (which
 restarts the server) or a reboot of this machine therefore keeps every
-node's repository; only `gpufleet lab down` deletes the file."""
+node's repository; only `gpufleet lab down` deletes the file.
+
+Two limits of moto's recorder, accepted for a lab: it keeps every request,
+reads too (their bodies are empty), so the file grows with use; and its
+replay assumes nothing else reaches the server meanwhile, so a node's
+backup timer that fires during `lab up`'s replay could interleave."""
 
 from __future__ import annotations
 

@@ -20,6 +20,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
+import fcntl
 import json
 import os
 import random
@@ -30,6 +32,12 @@ import tempfile
 import time
 
 SETTINGS = "/etc/gpufleet/backup/settings.json"
+# Every command that writes to the repository takes this lock first. Its
+# timers are independent (a backup every few minutes, a daily prune, a
+# weekly check), and restic refuses an exclusive lock (prune) while another
+# command of the same host holds one, so an overlap failed the later unit.
+LOCK_PATH = "/run/lock/gpufleet-backup.lock"
+LOCK_WAIT_SECONDS = 3600
 METRIC_PREFIX = "gpufleet_backup_"
 
 
@@ -183,6 +191,28 @@ class Backup:
         self.write_metrics(snapshots=len(self.snapshots()))
 
 
+class _Lock(object):
+    """An exclusive flock on LOCK_PATH, waited for up to LOCK_WAIT_SECONDS."""
+
+    def __enter__(self):
+        self.fd = os.open(LOCK_PATH, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.time() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except (IOError, OSError) as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.time() >= deadline:
+                    os.close(self.fd)
+                    raise BackupError("another gpufleet-backup command still holds %s after %ds"
+                                      % (LOCK_PATH, LOCK_WAIT_SECONDS))
+                time.sleep(1)
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # closing releases the lock
+        return False
+
+
 def main(argv=None, factory=None):
     argv = sys.argv[1:] if argv is None else argv
     commands = ("init", "run", "prune", "check", "metrics")
@@ -195,10 +225,18 @@ def main(argv=None, factory=None):
         else:
             with open(SETTINGS) as handle:
                 backup = Backup(json.load(handle))
-        if argv[0] == "init":
-            print(json.dumps({"changed": backup.init(check=argv[1:] == ["--check"])}))
+        if argv[1:] == ["--check"]:
+            # Check mode only reads the repository's config: no lock, so a
+            # drift scan never waits on a running backup.
+            print(json.dumps({"changed": backup.init(check=True)}))
+        elif argv[0] == "metrics":
+            backup.metrics()
         else:
-            getattr(backup, "backup" if argv[0] == "run" else argv[0])()
+            with _Lock():
+                if argv[0] == "init":
+                    print(json.dumps({"changed": backup.init()}))
+                else:
+                    getattr(backup, "backup" if argv[0] == "run" else argv[0])()
     except (BackupError, IOError, OSError, ValueError) as exc:
         sys.stderr.write("gpufleet-backup %s failed: %s\n" % (argv[0], exc))
         return 1

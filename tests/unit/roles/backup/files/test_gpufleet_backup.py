@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import random
 import subprocess
 from pathlib import Path
@@ -32,6 +34,13 @@ class Restic:
         elif " ls --json" in joined:
             out = "\n".join(json.dumps(n) for n in self.listing)
         return subprocess.CompletedProcess(argv, rc, out, "boom" if rc else "")
+
+
+@pytest.fixture(autouse=True)
+def lock_file(tmp_path, monkeypatch):
+    path = tmp_path / "gpufleet-backup.lock"
+    monkeypatch.setattr(backup, "LOCK_PATH", str(path))
+    return path
 
 
 def settings(tmp_path, **more):
@@ -120,3 +129,22 @@ def test_main_usage_and_failures(tmp_path, capsys):
     assert backup.main(["nope"]) == 2
     assert backup.main(["run"], factory=lambda: backup.Backup(settings(tmp_path), run=Restic(fail=("test -e",)))) == 1
     assert "run failed" in capsys.readouterr().err
+
+
+def test_commands_that_write_wait_for_the_lock_and_give_up_at_the_deadline(tmp_path, monkeypatch, capsys, lock_file):
+    # A prune while the backup timer's run holds the lock: restic would
+    # refuse the prune's exclusive lock, so the second command waits.
+    monkeypatch.setattr(backup, "LOCK_WAIT_SECONDS", 1)
+    restic = Restic()
+    holder = os.open(str(lock_file), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        assert backup.main(["prune"], factory=lambda: backup.Backup(settings(tmp_path), run=restic)) == 1
+        assert "still holds" in capsys.readouterr().err
+        assert restic.calls == [], "nothing ran without the lock"
+        # Check mode only reads: it never waits on the lock.
+        assert backup.main(["init", "--check"], factory=lambda: backup.Backup(settings(tmp_path), run=restic)) == 0
+    finally:
+        os.close(holder)
+    assert backup.main(["prune"], factory=lambda: backup.Backup(settings(tmp_path), run=restic)) == 0
+    assert any("forget" in call for call in restic.calls)

@@ -35,7 +35,7 @@ SETTINGS = "/etc/gpufleet/backup/settings.json"
 # Every command that writes to the repository takes this lock first. Its
 # timers are independent (a backup every few minutes, a daily prune, a
 # weekly check), and restic refuses an exclusive lock (prune) while another
-# command of the same host holds one, so an overlap failed the later unit.
+# command of the same host holds one, so an overlap could fail the later unit.
 LOCK_PATH = "/run/lock/gpufleet-backup.lock"
 LOCK_WAIT_SECONDS = 3600
 METRIC_PREFIX = "gpufleet_backup_"
@@ -202,7 +202,10 @@ class _Lock(object):
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return self
             except (IOError, OSError) as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.time() >= deadline:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(self.fd)
+                    raise BackupError("cannot lock %s: %s" % (LOCK_PATH, exc))
+                if time.time() >= deadline:
                     os.close(self.fd)
                     raise BackupError("another gpufleet-backup command still holds %s after %ds"
                                       % (LOCK_PATH, LOCK_WAIT_SECONDS))

@@ -93,7 +93,7 @@ class Lab:
         log(f"lab up: {len(nodes)} node(s), key {self.dir / 'id_ed25519'}, "
             f"Alibaba Cloud emulator on 127.0.0.1:{_emulator.PORT}, "
             f"object store (S3) on {gateway}:{_object_store.PORT}"
-            + (f", its data restored ({restored} stored requests)" if restored else ""))
+            + (f", its data restored ({restored} stored changes)" if restored else ""))
         return nodes
 
     def _wait_booted(self, n: Node, timeout: float) -> None:

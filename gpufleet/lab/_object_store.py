@@ -5,22 +5,16 @@ can; inventories/lab/group_vars/lab.yml points backup_repository_endpoint
 at it.
 
 Its data outlives the process. moto keeps objects in memory only, so the
-server runs with moto's request recorder on: every request it serves is
-appended to a file under the lab directory, and a restart replays that file
-before anything else reaches the server. A `gpufleet lab up` (which
-restarts the server) or a reboot of this machine therefore keeps every
-node's repository; only `gpufleet lab down` deletes the file.
-
-Two limits of moto's recorder, accepted for a lab: it keeps every request,
-reads too (their bodies are empty), so the file grows with use; and its
-replay assumes nothing else reaches the server meanwhile, so a node's
-backup timer that fires during `lab up`'s replay could interleave."""
+server (_object_store_server) keeps a journal of every change it answered
+with success, under the lab directory, and replays it before it listens
+again. A `gpufleet lab up` (which restarts the server) or a reboot of this
+machine therefore keeps every node's repository; only `gpufleet lab down`
+deletes the journal. The journal grows with every backup and prune: it is
+never compacted, which a lab can afford."""
 
 from __future__ import annotations
 
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from . import _process
@@ -30,8 +24,8 @@ NAME = "object-store"
 
 
 def data_file(lab_dir: Path) -> Path:
-    """Where the object store's requests are kept: its whole state."""
-    return Path(lab_dir) / NAME / "requests.jsonl"
+    """The object store's journal: its whole state."""
+    return Path(lab_dir) / NAME / "journal.jsonl"
 
 
 def stop(lab_dir: Path) -> bool:
@@ -50,29 +44,16 @@ def delete_data(lab_dir: Path) -> bool:
 
 def start(lab_dir: Path, root: Path, gateway: str, port: int = PORT, timeout: float = 300.0) -> int:
     """(Re)start the object store on gateway:port with the data it had;
-    returns how many stored requests were replayed."""
+    returns how many stored changes it restored. `timeout` bounds the
+    restore, which happens before the server listens."""
     path = data_file(lab_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Requests carry the lab's S3 credentials in their headers.
+    # The records carry the lab's S3 credentials in their headers.
     path.touch(mode=0o600)
-    argv = [sys.executable, "-m", "moto.server", "--host", gateway, "--port", str(port)]
-    env = {"MOTO_ENABLE_RECORDING": "1", "MOTO_RECORDER_FILEPATH": str(path.resolve())}
-    _process.start(lab_dir, root, NAME, argv, gateway, port, "object store", env=env)
+    path.chmod(0o600)
     with path.open("rb") as fh:
-        stored = sum(1 for _line in fh)
-    if stored:
-        _replay(gateway, port, timeout, path)
+        stored = sum(1 for line in fh if line.endswith(b"\n"))
+    argv = [sys.executable, "-m", "gpufleet.lab._object_store_server", "--host", gateway, "--port", str(port),
+            "--journal", str(path.resolve())]
+    _process.start(lab_dir, root, NAME, argv, gateway, port, "object store", listen_timeout=timeout)
     return stored
-
-
-def _replay(gateway: str, port: int, timeout: float, path: Path) -> None:
-    # moto does not record while it replays, so the file is not doubled.
-    request = urllib.request.Request(f"http://{gateway}:{port}/moto-api/recorder/replay-recording",
-                                     method="POST", data=b"")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
-            if reply.status != 200:
-                raise RuntimeError(f"the lab's object store did not restore {path}: HTTP {reply.status}")
-    except (urllib.error.URLError, TimeoutError) as exc:
-        raise RuntimeError(f"the lab's object store did not restore {path}: {exc}. "
-                           "`gpufleet lab down` deletes the stored data and starts again empty") from exc

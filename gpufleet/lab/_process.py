@@ -125,10 +125,10 @@ def _signal(pid: int, sig: int) -> None:
 
 
 def start(lab_dir: Path, root: Path, name: str, argv: list[str], host: str, port: int, what: str,
-          env: dict[str, str] | None = None) -> None:
+          env: dict[str, str] | None = None, listen_timeout: float = 60.0) -> None:
     """(Re)start server `name` (`argv`, run from `root`, with `env` added to
-    this process's environment) and wait until it listens on host:port.
-    `what` names it in errors."""
+    this process's environment) and wait up to `listen_timeout` seconds
+    until it listens on host:port. `what` names it in errors."""
     stop(lab_dir, name)
     if listening(host, port):
         raise RuntimeError(f"{host}:{port} is taken by another process; the lab's {what} needs it")
@@ -142,11 +142,21 @@ def start(lab_dir: Path, root: Path, name: str, argv: list[str], host: str, port
     (lab_dir / f"{name}.pid").write_text(json.dumps(record) + "\n")
     # A cold Python start (moto imports boto and Flask) on a loaded machine
     # can take many seconds: wait on the condition, with a deadline.
-    deadline = time.monotonic() + 60.0
+    deadline = time.monotonic() + listen_timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the lab's {what} exited: see {lab_dir / (name + '.log')}")
+            raise RuntimeError(f"the lab's {what} exited: {_last_line(lab_dir / (name + '.log'))} "
+                               f"(see {lab_dir / (name + '.log')})")
         if listening(host, port):
             return
         time.sleep(0.1)
-    raise RuntimeError(f"the lab's {what} did not listen on {host}:{port} within 60 s: see {lab_dir / (name + '.log')}")
+    raise RuntimeError(f"the lab's {what} did not listen on {host}:{port} within {listen_timeout:.0f} s: see {lab_dir / (name + '.log')}")
+
+
+def _last_line(log: Path) -> str:
+    """The last line a server wrote before it exited: usually why."""
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "it printed nothing"

@@ -108,10 +108,13 @@ def _record(environ: dict, body: bytes) -> dict:
 
 def _read_body(environ: dict) -> bytes:
     stream = environ["wsgi.input"]
+    if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+        return stream.read()  # werkzeug's dechunked input ends with the body
     length = environ.get("CONTENT_LENGTH") or ""
-    if length.isdigit() and "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", ""):
-        return stream.read(int(length))
-    return stream.read()  # chunked: werkzeug's input ends with the body
+    # A request with neither a length nor chunks has no body (RFC 9112,
+    # 6.3): reading on would wait for the client, which waits for us. Old
+    # restic (Debian 12's) deletes its locks that way.
+    return stream.read(int(length)) if length.isdigit() else b""
 
 
 def _creates_upload(environ: dict) -> bool:

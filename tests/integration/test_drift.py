@@ -8,7 +8,9 @@ it also takes site.yml's GPU play, so Docker's daemon.json and
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -24,22 +26,103 @@ pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-fleet")]
 
 BASELINE = "gpufleet.cloud.baseline : "
 MONITORING = "gpufleet.cloud.monitoring : "
-# What is broken by hand on lab-node-3, the GPU-stack node, and the
-# resources that must report it.
-EXPECTED_DRIFT = {
-    "gpufleet.cloud.docker : Write daemon.json",
-    "gpufleet.cloud.nccl : Write /etc/nccl.conf",
-    MONITORING + "Enable and start node_exporter",
-    BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [vm.zone_reclaim_mode]",
-    BASELINE + "Install base packages",
-    BASELINE + "Enable and start chrony",
-    BASELINE + "Configure chrony",
-    BASELINE + "Set memlock and nofile limits for login sessions",
-    "gpufleet.cloud.security : Load the firewall ruleset atomically",
-    "gpufleet.cloud.nvidia_packages : Hold the pinned packages against upgrades [libnvidia-ml1]",
-    "gpufleet.cloud.nvidia_packages : Verify the pinned packages' files against dpkg's checksums",
-    MONITORING + "Verify node_exporter's files against dpkg's checksums",
-}
+DOCKER = "gpufleet.cloud.docker : "
+SECURITY = "gpufleet.cloud.security : "
+NVIDIA_PACKAGES = "gpufleet.cloud.nvidia_packages : "
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+    """One row of the mutation matrix: a change made by hand to what a node
+    runs, and the resources that must report it, on that host only. `shows`
+    is what the first resource's diff must contain."""
+
+    host: str
+    what: str  # the class of state it changes (docs/drift.md)
+    argv: tuple[str, ...]
+    flags: tuple[str, ...]
+    shows: str | None = None
+
+
+def sh(script):
+    return ("sh", "-c", script)
+
+
+# Applied in one batch, on all three nodes, so the matrix costs one
+# `drift --fix` cycle. Adding a class means adding rows. Order matters
+# within a node: jq is used before it is removed.
+MUTATIONS = (
+    # lab-node-3, the GPU-stack node.
+    Mutation("lab-node-3", "file (JSON) and the daemon that reads it",
+             sh("jq '.\"log-opts\".\"max-size\" = \"1g\"' /etc/docker/daemon.json > /tmp/daemon.json"
+                " && cat /tmp/daemon.json > /etc/docker/daemon.json"),
+             # The file differs, and dockerd runs the configuration from
+             # before it changed: two states, two records.
+             (DOCKER + "Write daemon.json", DOCKER + "Check that dockerd runs its current configuration"), "1g"),
+    Mutation("lab-node-3", "file", sh("echo NCCL_DEBUG=TRACE >> /etc/nccl.conf"),
+             ("gpufleet.cloud.nccl : Write /etc/nccl.conf",), "TRACE"),
+    Mutation("lab-node-3", "sysctl file",
+             ("sed", "-i", "s/^vm.zone_reclaim_mode=0/vm.zone_reclaim_mode=1/", "/etc/sysctl.d/90-gpufleet-baseline.conf"),
+             (BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [vm.zone_reclaim_mode]",)),
+    Mutation("lab-node-3", "package", ("apt-get", "remove", "-y", "-qq", "jq"), (BASELINE + "Install base packages",)),
+    # A stopped daemon runs no older configuration: only its start reports.
+    Mutation("lab-node-3", "service state", ("systemctl", "stop", "chrony"), (BASELINE + "Enable and start chrony",)),
+    Mutation("lab-node-3", "file", sh("echo 'server 127.0.0.9 iburst' >> /etc/chrony/chrony.conf"),
+             (BASELINE + "Configure chrony",), "127.0.0.9"),
+    Mutation("lab-node-3", "file mode", ("chmod", "0666", "/etc/security/limits.d/90-gpufleet-baseline.conf"),
+             (BASELINE + "Set memlock and nofile limits for login sessions",)),
+    Mutation("lab-node-3", "service state", ("systemctl", "stop", "prometheus-node-exporter"),
+             (MONITORING + "Enable and start node_exporter",)),
+    # A hole made in the running firewall: the file and the table's comment
+    # stay as the role wrote them.
+    Mutation("lab-node-3", "kernel firewall",
+             ("nft", "add", "rule", "inet", "gpufleet", "input", "tcp", "dport", "4444", "accept"),
+             (SECURITY + "Load the firewall ruleset atomically",), "4444"),
+    # A pinned driver package released from its hold: a resource of the
+    # internal nvidia_packages role, which --fix reaches through the roles
+    # that include it.
+    Mutation("lab-node-3", "package hold", ("apt-mark", "unhold", "libnvidia-ml1"),
+             (NVIDIA_PACKAGES + "Hold the pinned packages against upgrades [libnvidia-ml1]",)),
+    # Packaged files written over, as NVIDIA's .run installer does to the
+    # driver's libraries: dpkg's database still says installed.
+    Mutation("lab-node-3", "packaged files",
+             sh("f=$(dpkg -L libnvidia-ml1 | grep -E '/libnvidia-ml[.]so[.][0-9]+[.]' | head -n 1)"
+                " && test -f \"$f\" && echo tampered >> \"$f\""),
+             (NVIDIA_PACKAGES + "Verify the pinned packages' files against dpkg's checksums",), "libnvidia-ml1: /usr/lib/"),
+    Mutation("lab-node-3", "packaged files", sh("echo tampered >> /usr/bin/prometheus-node-exporter"),
+             (MONITORING + "Verify node_exporter's files against dpkg's checksums",),
+             "/usr/bin/prometheus-node-exporter (checksum differs)"),
+    # Running configuration against written configuration: each file ends
+    # as the role wrote it, while the daemon runs something else.
+    Mutation("lab-node-1", "running configuration",
+             # sshd allowed passwords when it started; its file says no again.
+             sh("f=/etc/ssh/sshd_config.d/00-gpufleet-security.conf && cp -p $f /tmp/sshd.conf"
+                " && sed -i 's/^PasswordAuthentication no/PasswordAuthentication yes/' $f"
+                " && systemctl restart ssh && cat /tmp/sshd.conf > $f"),
+             (SECURITY + "Check that sshd runs its current configuration",), "00-gpufleet-security.conf"),
+    Mutation("lab-node-1", "running configuration",
+             # Started with other flags by a drop-in, which is gone again.
+             sh("d=/etc/systemd/system/prometheus-node-exporter.service.d && mkdir -p $d"
+                " && printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/prometheus-node-exporter $ARGS"
+                " --no-collector.hwmon\\n' > $d/by-hand.conf"
+                " && systemctl daemon-reload && systemctl restart prometheus-node-exporter"
+                " && rm $d/by-hand.conf && systemctl daemon-reload"),
+             (MONITORING + "Check that node_exporter runs its current configuration",), "--no-collector.hwmon"),
+    Mutation("lab-node-2", "running configuration",
+             # chronyd polls a server its file no longer lists.
+             sh("cp /etc/chrony/chrony.conf /tmp/chrony.conf && echo 'server 127.0.0.8 iburst' >> /etc/chrony/chrony.conf"
+                " && systemctl restart chrony && cat /tmp/chrony.conf > /etc/chrony/chrony.conf"),
+             (BASELINE + "Check that chrony runs its current configuration",), "/etc/chrony/chrony.conf"),
+)
+EXPECTED_DRIFT = {(m.host, resource) for m in MUTATIONS for resource in m.flags}
+
+
+# What the running node_exporter's command line is.
+EXPORTER_ARGV = "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value prometheus-node-exporter)/cmdline"
+
+
+def container(host):
+    return "gpufleet-lab-" + host.rsplit("-", 1)[1]
 
 
 def drift(tmp_path, name, *extra):
@@ -131,32 +214,12 @@ def test_the_gpu_stack_node_took_the_gpu_play(converged):
 
 
 def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
-    node = "gpufleet-lab-3"
-    for argv in (
-        # Before jq goes: it edits daemon.json as JSON, whatever its layout.
-        ["sh", "-c", "jq '.\"log-opts\".\"max-size\" = \"1g\"' /etc/docker/daemon.json > /tmp/daemon.json"
-                     " && cat /tmp/daemon.json > /etc/docker/daemon.json"],
-        ["sh", "-c", "echo NCCL_DEBUG=TRACE >> /etc/nccl.conf"],
-        ["sed", "-i", "s/^vm.zone_reclaim_mode=0/vm.zone_reclaim_mode=1/", "/etc/sysctl.d/90-gpufleet-baseline.conf"],
-        ["apt-get", "remove", "-y", "-qq", "jq"],
-        ["systemctl", "stop", "chrony"],
-        ["sh", "-c", "echo 'server 127.0.0.9 iburst' >> /etc/chrony/chrony.conf"],
-        ["chmod", "0666", "/etc/security/limits.d/90-gpufleet-baseline.conf"],
-        ["systemctl", "stop", "prometheus-node-exporter"],
-        # A hole made in the running firewall: the file and the table's
-        # comment stay as the role wrote them.
-        ["nft", "add", "rule", "inet", "gpufleet", "input", "tcp", "dport", "4444", "accept"],
-        # A pinned driver package released from its hold: a resource of the
-        # internal nvidia_packages role, which --fix reaches through the
-        # roles that include it.
-        ["apt-mark", "unhold", "libnvidia-ml1"],
-        # Packaged files written over, as NVIDIA's .run installer does to the
-        # driver's libraries: dpkg's database still says installed.
-        ["sh", "-c", "f=$(dpkg -L libnvidia-ml1 | grep -E '/libnvidia-ml[.]so[.][0-9]+[.]' | head -n 1)"
-                     " && test -f \"$f\" && echo tampered >> \"$f\""],
-        ["sh", "-c", "echo tampered >> /usr/bin/prometheus-node-exporter"],
-    ):
-        assert node_exec(node, *argv).returncode == 0, argv
+    for mutation in MUTATIONS:
+        assert node_exec(container(mutation.host), *mutation.argv).returncode == 0, mutation
+    # The running-configuration rows change what runs, not only a file.
+    assert "127.0.0.8" in node_exec("gpufleet-lab-2", "chronyc", "-n", "sources").stdout
+    exporter = node_exec("gpufleet-lab-1", "sh", "-c", EXPORTER_ARGV)
+    assert "--no-collector.hwmon" in exporter.stdout, exporter
 
     # One `drift --fix --yes` is the whole cycle: its first scan finds the
     # drift (its reports land in out/), it converges only what drifted, and
@@ -165,30 +228,27 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     result, report, out = drift(tmp_path, "fix", "--fix", "--yes")
     assert report, result.stdout + result.stderr
     assert report["summary"]["exit_code"] == 2, report["summary"]
-    assert not_in_sync(report) == {("lab-node-3", r) for r in EXPECTED_DRIFT}
-    for resource, made in ((BASELINE + "Configure chrony", "127.0.0.9"),
-                           ("gpufleet.cloud.docker : Write daemon.json", "1g"),
-                           ("gpufleet.cloud.nccl : Write /etc/nccl.conf", "TRACE"),
-                           ("gpufleet.cloud.security : Load the firewall ruleset atomically", "4444"),
-                           (MONITORING + "Verify node_exporter's files against dpkg's checksums",
-                            "/usr/bin/prometheus-node-exporter (checksum differs)"),
-                           ("gpufleet.cloud.nvidia_packages : Verify the pinned packages' files against dpkg's checksums",
-                            "libnvidia-ml1: /usr/lib/")):
-        record = next(r for r in report["records"] if r["host"] == "lab-node-3" and r["resource"] == resource)
-        assert made in json.dumps(record["diff"]), f"{resource}: the diff shows the hand-made change"
+    assert not_in_sync(report) == EXPECTED_DRIFT
+    for mutation in MUTATIONS:
+        if mutation.shows:
+            record = next(r for r in report["records"]
+                          if r["host"] == mutation.host and r["resource"] == mutation.flags[0])
+            assert mutation.shows in json.dumps(record["diff"]), f"{mutation}: the diff shows the hand-made change"
     table = result.stdout.split("\n\n")[0]
-    assert "lab-node-3" in table and "lab-node-1" not in table and "lab-node-2" not in table
+    assert all(host in table for host in ("lab-node-1", "lab-node-2", "lab-node-3")), table
     # The first scan's summary line says what a plain scan would exit with.
     assert "exit 2" in result.stdout.split("fix: converge")[0]
-    # Only the drifted node is converged, and the internal role's resources
-    # are reached through the roles that include it.
+    # Only the drifted nodes are converged, and the internal role's
+    # resources are reached through the roles that include it.
     fixed = next(line for line in result.stdout.splitlines() if line.startswith("fix: converge "))
-    assert fixed.startswith("fix: converge lab-node-3 for "), fixed
+    assert fixed.startswith("fix: converge lab-node-1, lab-node-2, lab-node-3 for "), fixed
     assert "nvidia_driver" in fixed.split(" for ", 1)[1].split(", "), fixed
 
-    # JUnit: the drifted node's suite has the failures, the others none.
+    # JUnit: each node's suite has its own failures.
     junit = (out / "report.xml").read_text()
-    assert 'name="lab-node-3" tests=' in junit and f'failures="{len(EXPECTED_DRIFT)}"' in junit
+    for host in ("lab-node-1", "lab-node-2", "lab-node-3"):
+        failures = sum(1 for h, _r in EXPECTED_DRIFT if h == host)
+        assert re.search(rf'name="{host}" tests="\d+" failures="{failures}"', junit), (host, failures)
 
     # The HTML report, as a person sees it in a browser.
     browser = shutil.which("chromium")
@@ -200,8 +260,8 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     assert shot.stat().st_size > 10_000
     dom = subprocess.run([browser, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120,
                          check=True).stdout
-    assert "Drifted: lab-node-3</p>" in dom
-    assert ">67%</b>nodes in sync" in dom
+    assert "Drifted: lab-node-1, lab-node-2, lab-node-3</p>" in dom
+    assert ">0%</b>nodes in sync" in dom
 
     # After the fix: the second scan exits 0 with every resource in sync.
     assert result.returncode == 0, result.stdout[-3000:]
@@ -209,7 +269,9 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     assert after["summary"]["exit_code"] == 0 and not_in_sync(after) == set()
     assert set(after["hosts"]) == {"lab-node-1", "lab-node-2", "lab-node-3"}
     # The kernel runs the file's table again: the hole is closed; the hold
-    # is back; the packaged files are the package's again.
+    # is back; the packaged files are the package's again; the daemons run
+    # their files' configuration.
+    node = "gpufleet-lab-3"
     assert "4444" not in node_exec(node, "nft", "list", "table", "inet", "gpufleet").stdout
     assert "libnvidia-ml1" in node_exec(node, "apt-mark", "showhold").stdout.split()
     for package in ("libnvidia-ml1", "prometheus-node-exporter"):
@@ -217,6 +279,9 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
         # Conffiles aside: the monitoring role writes node_exporter's defaults.
         changed = [line for line in verify.stdout.splitlines() if line[10:11] != "c"]
         assert verify.returncode == 0 and changed == [], f"{package}: {verify.stdout}"
+    assert "127.0.0.8" not in node_exec("gpufleet-lab-2", "chronyc", "-n", "sources").stdout
+    exporter = node_exec("gpufleet-lab-1", "sh", "-c", EXPORTER_ARGV)
+    assert "--no-collector.hwmon" not in exporter.stdout, exporter
     # History has both scans, the drifted one first.
     history = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
     assert [run["exit_code"] for run in history] == [2, 0], history

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_file, assert_package, assert_unit_running, prometheus_tool
+from conftest import ansible_playbook, assert_file, assert_package, assert_unit_running, prometheus_tool
 
 from tests.prometheus import serve
 
@@ -41,6 +41,50 @@ def test_node_exporter_listens_only_on_the_configured_address(host):
     listeners = host.check_output("ss -Hltn 'sport = :9100'")
     assert f"{address}:9100" in listeners, listeners
     assert "0.0.0.0:9100" not in listeners and "*:9100" not in listeners, listeners
+
+
+# The exporter's address default comes from the network facts.
+EXPORTER_PLAY = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.setup:
+        gather_subset: [min, network]
+    - ansible.builtin.package_facts:
+    - ansible.builtin.include_role:
+        name: gpufleet.cloud.monitoring
+        tasks_from: node_exporter
+"""
+RUNNING_TASK = "TASK [gpufleet.cloud.monitoring : Check that node_exporter runs its current configuration]"
+BY_HAND = "/etc/systemd/system/prometheus-node-exporter.service.d/by-hand.conf"
+
+
+def exporter_argv(host) -> list[str]:
+    pid = host.check_output("systemctl show -p MainPID --value prometheus-node-exporter")
+    return host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/cmdline").splitlines()
+
+
+def test_an_exporter_started_with_other_flags_is_drift_and_a_run_restarts_it(host, tmp_path):
+    # The defaults file stays as the role wrote it; the exporter that runs
+    # was started by a drop-in with another flag, and the drop-in is gone.
+    host.run_test(f"mkdir -p {os.path.dirname(BY_HAND)} && printf '[Service]\\nExecStart=\\n"
+                  f"ExecStart=/usr/bin/prometheus-node-exporter $ARGS --no-collector.hwmon\\n' > {BY_HAND}"
+                  " && systemctl daemon-reload && systemctl restart prometheus-node-exporter"
+                  f" && rm {BY_HAND} && systemctl daemon-reload")
+    assert "--no-collector.hwmon" in exporter_argv(host)
+    play = tmp_path / "node_exporter.yml"
+    play.write_text(EXPORTER_PLAY)
+    try:
+        check = ansible_playbook(play, host.backend.name, options=("--check", "--diff"))
+        assert check.returncode == 0, check.stdout + check.stderr
+        task = check.stdout.split(RUNNING_TASK, 1)[1].split("TASK [", 1)[0]
+        assert f"changed: [{host.backend.name}]" in task and "--no-collector.hwmon" in task, task
+        assert "--no-collector.hwmon" in exporter_argv(host), "check mode restarted nothing"
+    finally:
+        run = ansible_playbook(play, host.backend.name)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "--no-collector.hwmon" not in exporter_argv(host)
+    assert_unit_running(host, "prometheus-node-exporter")
 
 
 def test_exporter_ports_are_declared_for_the_security_report(host):

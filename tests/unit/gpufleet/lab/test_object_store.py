@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import http.client
 import json
 import urllib.request
 from pathlib import Path
@@ -145,3 +146,22 @@ def test_a_damaged_journal_stops_the_start_and_says_how_to_recover(tmp_path):
         _object_store.start(tmp_path, ROOT, "127.0.0.1", port=port)
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+
+
+def test_a_change_without_a_length_or_chunks_is_answered(tmp_path):
+    # Debian 12's restic deletes its locks with no Content-Length: such a
+    # request has no body, and waiting for one hung every backup.
+    port = free_port()
+    with _store(tmp_path, port) as s3:
+        s3.create_bucket(Bucket="backups")
+        s3.put_object(Bucket="backups", Key="locks/1", Body=b"lock")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.putrequest("DELETE", "/backups/locks/1")
+        conn.putheader("Authorization", "AWS4-HMAC-SHA256 Credential=lab/20261201/us-east-1/s3/aws4_request, "
+                                        "SignedHeaders=host, Signature=0")
+        conn.endheaders()
+        assert conn.getresponse().status == 204
+        conn.close()
+        assert "Contents" not in s3.list_objects_v2(Bucket="backups")
+    with _store(tmp_path, port, restored=3) as s3:
+        assert "Contents" not in s3.list_objects_v2(Bucket="backups"), "the delete was journalled"

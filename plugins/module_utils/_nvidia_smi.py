@@ -213,3 +213,26 @@ def merge_nvlinks(facts, links):
     for gpu in facts["gpus"]:
         gpu["nvlinks"] = links.get(gpu["index"], [])
     return facts
+
+
+def tools_problem(gpu):
+    """Why the driver's tools cannot vouch for the GPUs on the bus, or ''.
+
+    `gpu` is gpufleet.cloud.gpu_facts' ``gpu`` fact. Every GPU fact comes
+    from nvidia-smi: when it is missing, refuses to run (NVML's
+    "Driver/library version mismatch" after the libraries were replaced
+    without a reboot), or reports a driver other than the loaded module,
+    nothing about the GPUs is known. No GPU on the bus: nothing to vouch for."""
+    gpu = gpu or {}
+    on_bus = len(gpu.get("pci_gpus") or [])
+    if on_bus == 0:
+        return ""
+    if not gpu.get("nvidia_smi"):
+        return "nvidia-smi is not installed, so nothing about the %d GPU(s) on the bus is known" % on_bus
+    if gpu.get("error"):
+        return "%s cannot run: %s" % (gpu["nvidia_smi"], gpu["error"])
+    loaded, reported = gpu.get("loaded_module_version"), gpu.get("driver_version")
+    if loaded and reported != loaded:
+        return ("nvidia-smi reports driver %s while the kernel runs module %s: the libraries and the module "
+                "differ" % (reported or "none", loaded))
+    return ""

@@ -39,13 +39,24 @@ options:
     description: Seconds each nvidia-smi call may take; a GPU in a bad state can hang it.
     type: int
     default: 60
+  require_tools:
+    description:
+      - When V(true), the node's NVIDIA GPUs on the PCI bus must be visible
+        to a working nvidia-smi that reports the loaded module's driver
+        version. Where they are not (nvidia-smi missing, failing, or NVML's
+        C(Driver/library version mismatch)), check mode reports a change,
+        which a drift scan reports as drifted, and a normal run fails with
+        the reason.
+      - A node with no NVIDIA GPU on the bus always passes.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
     description: Only reads; runs the same in check mode.
   diff_mode:
-    support: none
-    description: Changes nothing, so there is nothing to diff.
+    support: partial
+    description: Changes nothing; with O(require_tools), a problem comes with a diff that names it.
   facts:
     support: full
     description: Returns the C(gpu) fact.
@@ -151,6 +162,7 @@ from ansible_collections.gpufleet.cloud.plugins.module_utils._nvidia_smi import 
     merge_nvlinks,
     parse_nvlink_status,
     parse_query_xml,
+    tools_problem,
 )
 
 NVIDIA_VENDOR = "0x10de"
@@ -245,12 +257,22 @@ def main():
             "nvidia_smi_path": {"type": "path"},
             "ignore_errors": {"type": "bool", "default": True},
             "timeout": {"type": "int", "default": 60},
+            "require_tools": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
     facts = gather(module)
     facts["loaded_module_version"] = loaded_module_version()
     facts["pci_gpus"], facts["pci_nvswitches"] = pci_devices()
+    problem = tools_problem(facts) if module.params["require_tools"] else ""
+    if problem and not module.check_mode:
+        module.fail_json(msg="%s. Reboot to load the installed driver, or reinstall the driver packages so their "
+                             "libraries match the loaded module (gpufleet.cloud.nvidia_driver does both)" % problem,
+                         ansible_facts={"gpu": facts})
+    if problem:
+        # Unknown GPUs are never "in sync": a drift scan reports this change.
+        module.exit_json(changed=True, msg=problem, ansible_facts={"gpu": facts},
+                         diff={"before": problem + "\n", "after": "nvidia-smi reports every GPU on the bus\n"})
     module.exit_json(changed=False, ansible_facts={"gpu": facts})
 
 

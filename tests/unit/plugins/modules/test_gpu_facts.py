@@ -9,6 +9,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.gpufleet.cloud.plugins.filter.gpu_stack import nvidia_tools_problem
 from ansible_collections.gpufleet.cloud.plugins.modules import gpu_facts
 
 NO_DRIVER = (
@@ -148,3 +149,60 @@ def test_pci_scan_finds_gpus_and_nvswitches_without_a_driver(monkeypatch, tmp_pa
     gpu = result["ansible_facts"]["gpu"]
     assert gpu["pci_gpus"] == ["0000:01:00.0", "0000:19:00.0"]
     assert gpu["pci_nvswitches"] == ["0000:05:00.0"]
+
+
+# nvidia-smi after the driver's libraries were upgraded under a loaded
+# module, as NVML prints it (exit 18).
+MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 550.163\n"
+
+
+@pytest.mark.parametrize("smi, query, loaded, problem", [
+    (False, (0, "", ""), None, "nvidia-smi is not installed, so nothing about the 1 GPU(s) on the bus is known"),
+    (True, (18, MISMATCH, ""), "535.216.01", "cannot run: Failed to initialize NVML: Driver/library version mismatch"),
+    (True, (9, NO_DRIVER, ""), None, "cannot run: NVIDIA-SMI has failed because it couldn't communicate"),
+    (True, "h100", "535.216.01", "nvidia-smi reports driver 550.163.01 while the kernel runs module 535.216.01"),
+    (True, "h100", "550.163.01", ""),
+], ids=["no nvidia-smi", "library mismatch", "no driver", "other module loaded", "in sync"])
+def test_the_facts_say_when_the_driver_tools_cannot_vouch_for_the_gpus(monkeypatch, tmp_path, capsys, fixture_text,
+                                                                       smi, query, loaded, problem):
+    # What gpufleet.cloud.nvidia_driver asserts on, from the module's own
+    # facts: an unknown GPU is never "in sync".
+    if query == "h100":
+        query = (0, fixture_text("nvidia_smi", "h100_sxm_x2_r550.xml"), "")
+    node = FakeNode(monkeypatch, tmp_path, smi=smi, query=query)
+    node.pci("0000:19:00.0", "0x10de", "0x030200")
+    if loaded:
+        node.load_module(loaded)
+    _code, result = run(capsys)
+    gpu = result["ansible_facts"]["gpu"]
+    found = nvidia_tools_problem(gpu)
+    assert (found == "") if problem == "" else (problem in found), found
+
+
+def test_a_node_without_gpus_needs_no_driver_tools(monkeypatch, tmp_path, capsys):
+    FakeNode(monkeypatch, tmp_path, smi=False)
+    _code, result = run(capsys)
+    assert nvidia_tools_problem(result["ansible_facts"]["gpu"]) == ""
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["check mode", "run"])
+def test_required_tools_that_cannot_vouch_are_drift_in_check_mode_and_fail_a_run(
+        monkeypatch, tmp_path, capsys, check):
+    node = FakeNode(monkeypatch, tmp_path, query=(18, MISMATCH, ""))
+    node.pci("0000:19:00.0", "0x10de", "0x030200")
+    node.load_module("535.216.01")
+    code, result = run(capsys, require_tools=True, _ansible_check_mode=check, _ansible_diff=True)
+    assert "Driver/library version mismatch" in result["msg"]
+    if check:
+        assert code == 0 and result["changed"] is True, "an unknown GPU is never in sync"
+        assert "version mismatch" in result["diff"]["before"]
+    else:
+        assert code == 1 and result["failed"] is True and "Reboot to load the installed driver" in result["msg"]
+
+
+def test_required_tools_that_work_change_nothing(monkeypatch, tmp_path, capsys, fixture_text):
+    node = FakeNode(monkeypatch, tmp_path, query=(0, fixture_text("nvidia_smi", "h100_sxm_x2_r550.xml"), ""))
+    node.pci("0000:19:00.0", "0x10de", "0x030200")
+    node.load_module("550.163.01")
+    code, result = run(capsys, require_tools=True)
+    assert code == 0 and result["changed"] is False

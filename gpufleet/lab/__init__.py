@@ -98,14 +98,19 @@ class Lab:
 
     def _wait_booted(self, n: Node, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        state = "unknown"
+        state, active, why = "unknown", "unknown", ""
         while time.monotonic() < deadline:
-            state = self.podman.exec(n.name, "systemctl", "is-system-running", check=False).stdout.strip()
+            probe = self.podman.exec(n.name, "systemctl", "is-system-running", check=False)
+            state = probe.stdout.strip()
+            # An empty state is systemctl (or podman exec) failing: keep why.
+            why = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ""
             active = self.podman.exec(n.name, "systemctl", "is-active", "ssh", check=False).stdout.strip()
             if state in ("running", "degraded") and active == "active":
                 return
             time.sleep(0.5)
-        raise TimeoutError(f"{n.name}: not booted with sshd active after {timeout:.0f}s (system state {state})")
+        raise TimeoutError(f"{n.name}: not booted with sshd active after {timeout:.0f}s (system state "
+                           f"{state or 'none'}, ssh {active or 'none'}{'; ' + why if why else ''}); "
+                           f"look at `podman exec {n.name} systemctl list-jobs` and `podman logs {n.name}`")
 
     def down(self, log=print) -> int:
         """Remove every lab node; keep the key so known setups stay valid."""

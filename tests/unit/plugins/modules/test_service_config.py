@@ -150,3 +150,13 @@ def test_a_real_process_is_read_from_proc():
     assert time.time() - 3600 < started <= time.time() + 0.05
     assert argv[0] == sys.executable or os.path.basename(argv[0]).startswith("python")
     assert service_config._process(2 ** 22 + 12345) is None
+
+
+@pytest.mark.parametrize("after_start, drifted", [(1.0, True), (0.01, False)], ids=["a second later", "within 10 ms"])
+def test_a_change_counts_only_beyond_the_clocks_resolution(monkeypatch, capsys, tmp_path, after_start, drifted):
+    # The start time is read in clock ticks (10 ms): a file written within
+    # that of the start is not taken for a later change; a second is.
+    started = time.time() - 100
+    FakeSystemd(monkeypatch, started=started)
+    path = written(tmp_path, age=100 - after_start)
+    assert run(capsys, [path], check=True)["changed"] is drifted

@@ -97,9 +97,9 @@ class Journal:
 
 def _record(environ: dict, body: bytes) -> dict:
     """What replays the request: its CGI variables and headers, and the body."""
+    # JournalledApp has already set CONTENT_LENGTH to the whole body and
+    # dropped chunking.
     kept = {k: v for k, v in environ.items() if k.isupper() and isinstance(v, str)}
-    kept.pop("HTTP_TRANSFER_ENCODING", None)  # the body is stored whole
-    kept["CONTENT_LENGTH"] = str(len(body))
     entry = {"environ": kept, "body": base64.b64encode(body).decode("ascii")}
     if isinstance(environ.get(_PRESERVED_NAMES), dict):
         entry["preserved_names"] = environ[_PRESERVED_NAMES]
@@ -122,15 +122,25 @@ def _creates_upload(environ: dict) -> bool:
     return environ["REQUEST_METHOD"] == "POST" and _UPLOADS_QUERY.search(environ.get("QUERY_STRING", "")) is not None
 
 
-def _call(app, environ: dict) -> tuple[int, list[bytes]]:
-    """Run `app` on `environ`; its status code and its whole body."""
+def _upload_id(chunks: list[bytes]) -> str | None:
+    """The UploadId of a CreateMultipartUpload's answer."""
+    found = _UPLOAD_ID.search(b"".join(chunks).decode("utf-8", "replace"))
+    return found.group(1) if found else None
+
+
+def _call(app, environ: dict, start_response=None) -> tuple[int, list[bytes]]:
+    """Run `app` on `environ`; its status code and its whole body, which
+    is collected before anything is sent. `start_response`, when given, is
+    the server's, and gets the answer's status and headers."""
     status: list[int] = []
 
-    def start_response(line, _headers, _exc_info=None):
+    def capture(line, headers, exc_info=None):
         status.append(int(line.split()[0]))
+        if start_response is not None:
+            return start_response(line, headers, exc_info)
         return lambda _data: None  # moto returns its body; it never writes
 
-    result = app(environ, start_response)
+    result = app(environ, capture)
     try:
         chunks = list(result)
     finally:
@@ -155,25 +165,12 @@ class JournalledApp:
         environ["CONTENT_LENGTH"] = str(len(body))
         environ.pop("HTTP_TRANSFER_ENCODING", None)
         environ["wsgi.input_terminated"] = False
-        answer: dict = {}
-
-        def capture(line, headers, exc_info=None):
-            answer["line"], answer["headers"] = line, headers
-            return start_response(line, headers, exc_info)
-
-        result = self.app(environ, capture)
-        try:
-            chunks = list(result)
-        finally:
-            if hasattr(result, "close"):
-                result.close()
-        code = int(str(answer.get("line", "500")).split()[0])
+        code, chunks = _call(self.app, environ, start_response)
         if 200 <= code < 300:
             entry = _record(environ, body)
-            if _creates_upload(environ):
-                found = _UPLOAD_ID.search(b"".join(chunks).decode("utf-8", "replace"))
-                if found:
-                    entry["upload_id"] = found.group(1)
+            upload_id = _upload_id(chunks) if _creates_upload(environ) else None
+            if upload_id:
+                entry["upload_id"] = upload_id
             # Raises if the disk refuses it: the client then gets an error,
             # never a success that a restart would lose.
             self.journal.append(entry)
@@ -211,10 +208,10 @@ def replay(app, entries: list[dict]) -> int:
             raise JournalError(f"stored request {number} ({environ.get('REQUEST_METHOD')} "
                                f"{environ.get('PATH_INFO')}) answered HTTP {code} when replayed")
         if "upload_id" in entry:
-            found = _UPLOAD_ID.search(b"".join(chunks).decode("utf-8", "replace"))
-            if not found:
+            new_id = _upload_id(chunks)
+            if not new_id:
                 raise JournalError(f"stored request {number} (a multipart upload) got no upload id when replayed")
-            upload_ids[entry["upload_id"]] = found.group(1)
+            upload_ids[entry["upload_id"]] = new_id
     return len(entries)
 
 

@@ -14,8 +14,6 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cloud.plugins.module_utils._nvidia_smi import tools_problem
-
 # Highest CUDA version each driver branch supports, from NVIDIA's "CUDA
 # Toolkit and Corresponding Driver Versions" table. A toolkit newer than its
 # driver's entry fails at run time (cudaErrorInsufficientDriver), which is
@@ -106,12 +104,6 @@ def nvidia_reboot_needed(loaded_version, pinned_version, in_container=False, gpu
     return (loaded_version or "") != str(pinned_version)
 
 
-def nvidia_tools_problem(gpu):
-    """Why nvidia-smi cannot vouch for the node's GPUs, or '' (the rule is
-    gpu_facts' own, in module_utils/_nvidia_smi.py)."""
-    return tools_problem(gpu)
-
-
 def nvidia_dkms_unbuilt(dkms_status, kernels, version, prefix="nvidia"):
     """Installed kernels for which DKMS has not installed the NVIDIA module
     at the pinned version. A kernel update whose DKMS build failed (or never
@@ -190,7 +182,6 @@ class FilterModule:
             "nvidia_fabricmanager_needed": nvidia_fabricmanager_needed,
             "nvidia_reboot_needed": nvidia_reboot_needed,
             "nvidia_dkms_unbuilt": nvidia_dkms_unbuilt,
-            "nvidia_tools_problem": nvidia_tools_problem,
             "nvidia_pin_mismatches": nvidia_pin_mismatches,
             "cuda_packages": cuda_packages,
             "nccl_busbw_threshold": nccl_busbw_threshold,

@@ -187,7 +187,6 @@ def test_every_filter_is_exported():
         "nvidia_fabricmanager_needed",
         "nvidia_reboot_needed",
         "nvidia_dkms_unbuilt",
-        "nvidia_tools_problem",
         "nvidia_pin_mismatches",
         "cuda_packages",
         "nccl_busbw_threshold",

@@ -9,7 +9,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpufleet.cloud.plugins.filter.gpu_stack import nvidia_tools_problem
+from ansible_collections.gpufleet.cloud.plugins.module_utils._nvidia_smi import tools_problem
 from ansible_collections.gpufleet.cloud.plugins.modules import gpu_facts
 
 NO_DRIVER = (
@@ -165,8 +165,8 @@ MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML lib
 ], ids=["no nvidia-smi", "library mismatch", "no driver", "other module loaded", "in sync"])
 def test_the_facts_say_when_the_driver_tools_cannot_vouch_for_the_gpus(monkeypatch, tmp_path, capsys, fixture_text,
                                                                        smi, query, loaded, problem):
-    # What gpufleet.cloud.nvidia_driver asserts on, from the module's own
-    # facts: an unknown GPU is never "in sync".
+    # The rule behind require_tools (which gpufleet.cloud.nvidia_driver
+    # uses), on the module's own facts: an unknown GPU is never "in sync".
     if query == "h100":
         query = (0, fixture_text("nvidia_smi", "h100_sxm_x2_r550.xml"), "")
     node = FakeNode(monkeypatch, tmp_path, smi=smi, query=query)
@@ -175,14 +175,14 @@ def test_the_facts_say_when_the_driver_tools_cannot_vouch_for_the_gpus(monkeypat
         node.load_module(loaded)
     _code, result = run(capsys)
     gpu = result["ansible_facts"]["gpu"]
-    found = nvidia_tools_problem(gpu)
+    found = tools_problem(gpu)
     assert (found == "") if problem == "" else (problem in found), found
 
 
 def test_a_node_without_gpus_needs_no_driver_tools(monkeypatch, tmp_path, capsys):
     FakeNode(monkeypatch, tmp_path, smi=False)
     _code, result = run(capsys)
-    assert nvidia_tools_problem(result["ansible_facts"]["gpu"]) == ""
+    assert tools_problem(result["ansible_facts"]["gpu"]) == ""
 
 
 @pytest.mark.parametrize("check", [True, False], ids=["check mode", "run"])

@@ -9,17 +9,40 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Longest first, by the last fresh-clone CI's times (docs/testing.md): with
+# MOLECULE_JOBS side by side, the stage then never waits on a long scenario
+# that happened to start last. Scenarios not listed here run after these.
+LONGEST_FIRST=(encrypted_storage backup baseline docker monitoring security
+    cuda pull nvidia_driver rdma nccl node_health)
+
+list_only=0
+if [[ ${1:-} == --list ]]; then # print the run order, run nothing
+    list_only=1
+    shift
+fi
 scenarios=("$@")
 if ((${#scenarios[@]} == 0)); then
+    found=()
     for f in extensions/molecule/*/molecule.yml; do
         s=$(basename "$(dirname "$f")")
         [[ $s == gpu ]] && continue # hardware scenarios run only where a GPU is
-        scenarios+=("$s")
+        found+=("$s")
+    done
+    for s in "${LONGEST_FIRST[@]}"; do
+        [[ " ${found[*]} " == *" $s "* ]] && scenarios+=("$s")
+    done
+    for s in "${found[@]}"; do
+        [[ " ${LONGEST_FIRST[*]} " == *" $s "* ]] || scenarios+=("$s")
     done
 fi
 if ((${#scenarios[@]} == 0)); then
     echo "molecule-all: no scenario found under extensions/molecule" >&2
     exit 1
+fi
+
+if ((list_only)); then
+    printf '%s\n' "${scenarios[@]}"
+    exit 0
 fi
 
 jobs=${MOLECULE_JOBS:-2}

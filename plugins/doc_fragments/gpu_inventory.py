@@ -61,6 +61,12 @@ options:
         (hosts of other sources included), so two instances with the same private address in
         different regions or clouds both stay listed. An instance with no usable name is left
         out, with a warning.
+      - Instances with the same name stay distinct hosts - with V(name) first and V(instance_id)
+        after it, the first of them (by region, then instance id) gets the name and the others
+        their instance ids.
+      - An instance without a private IP is kept, named by the next entry, with a warning that
+        names it and says what Ansible connects to; the plugin sets no C(ansible_host) itself
+        (compose one, for example from C(gpufleet_public_ip)).
     type: list
     elements: str
     default: [private_ip, instance_id]
@@ -92,6 +98,11 @@ notes:
     C(T4), C(V100) ...) from whatever the cloud reports.
   - "Fixed groups: C(cloud_<provider>), C(region_<region>) and C(gpu_<model>), in lower case with
     C(-) turned into C(_) (C(region_cn_hangzhou), C(gpu_a100)), and C(spot)."
+  - Group names from O(keyed_groups) and O(groups) are always made valid - characters Ansible rejects
+    in a group name (spaces, dots, colons in tags) become C(_), whatever C(TRANSFORM_INVALID_GROUP_CHARS)
+    says. C(gpufleet_tags) keeps the tags exactly as the API gives them.
+  - A listing page that fails fails its whole region (never a partial listing), with a message naming
+    the action and the page. A region that stops answering fails after O(timeout).
   - Every value that comes from the cloud API is marked unsafe, so a tag value that looks
     like a template is never templated.
   - With O(cache) on, a cache hit makes no API call at all, not even to resolve credentials.

@@ -22,6 +22,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_catalogue
 from ansible_collections.gpufleet.cloud.plugins.module_utils._retry import RetryPolicy, ThrottledError, call_with_retry
 
 DEFAULT_WORKERS = 16
@@ -45,7 +46,14 @@ class ConfigError(DiscoveryError):
 
 
 class CredentialsError(DiscoveryError):
-    """The SDK's credential chain found nothing usable."""
+    """The SDK's credential chain found nothing usable, or the cloud
+    rejected the credentials. The message names the options and environment
+    variables to fix; ``detail`` is the SDK's own reason (one line, masked),
+    which can be long: a caller shows it only when asked to be verbose."""
+
+    def __init__(self, message, detail=None):
+        super().__init__(message)
+        self.detail = detail
 
 
 class MissingLibraryError(DiscoveryError):
@@ -67,6 +75,18 @@ class HollowReply(Exception):
                          % (action, " or ".join(fields)))
 
 
+class ListingError(Exception):
+    """A page of a region's listing failed. The region then fails as a
+    whole: the pages before it are dropped, because a partial listing shown
+    as if complete would lose the later pages' hosts without a word."""
+
+    def __init__(self, action, page, kept, error):
+        super().__init__("%s page %d failed (%d instance(s) on the pages before it not listed either: "
+                         "a partial listing is never shown as complete): %s" % (action, page, kept, error))
+        self.action = action
+        self.page = page
+
+
 def require(value, action, *fields):
     """``value``, unless it is None: then the reply lacked ``fields``."""
     if value is None:
@@ -75,13 +95,15 @@ def require(value, action, *fields):
 
 
 class RegionFailure:
-    """One region that could not be listed, and the reason."""
+    """One region that could not be listed, and the reason. ``rejected`` is
+    the CredentialsError when the cloud refused the credentials there."""
 
-    __slots__ = ("region", "error")
+    __slots__ = ("region", "error", "rejected")
 
-    def __init__(self, region, error):
+    def __init__(self, region, error, rejected=None):
         self.region = region
         self.error = error
+        self.rejected = rejected
 
     def __repr__(self):
         return "RegionFailure(%r, %r)" % (self.region, self.error)
@@ -130,6 +152,19 @@ class Adapter:
     #: The SDK's pip name, and the ImportError its import raised (if any).
     library = None
     import_error = None
+    #: For credential messages: the cloud's name, the key-pair options, the
+    #: environment variables the SDK's chain reads for the same pair, and
+    #: the chain's other sources.
+    cloud_name = None
+    key_options = ()
+    key_env = ()
+    other_sources = None
+    #: Error codes with which the cloud refuses the credentials themselves
+    #: (an unknown key, a bad signature, an invalid token); a refused
+    #: permission is not one of them.
+    auth_error_codes = frozenset()
+    #: The API action ``pages`` calls, for error messages.
+    list_action = None
 
     def __init__(self, settings):
         if self.import_error is not None:
@@ -137,6 +172,9 @@ class Adapter:
         self.settings = settings
         self._lock = threading.Lock()
         self.warnings = []
+        # Secrets the SDK's chain found (environment, profile, role): masked
+        # in messages like the configured ones.
+        self.resolved_secrets = []
 
     # -- checks made before any network call ------------------------------
     def validate_regions(self, regions):
@@ -152,6 +190,63 @@ class Adapter:
     def check_credentials(self):
         """Resolve credentials once, before fanning out; raise CredentialsError."""
         raise NotImplementedError
+
+    def missing_credentials(self, exc=None):
+        """The CredentialsError for a chain that found nothing; ``exc`` is
+        what the chain raised, kept as the error's detail."""
+        return CredentialsError(
+            "no %s credentials: set the %s options, or %s, or use %s"
+            % (self.cloud_name, " and ".join(self.key_options), " and ".join(self.key_env), self.other_sources),
+            detail=self.describe_error(exc) if exc is not None else None)
+
+    def rejected_credentials(self, exc):
+        """The CredentialsError for ``exc`` when it (or an error it wraps)
+        is the cloud refusing the credentials; otherwise None."""
+        refusal = self._refusal(exc)
+        if refusal is None:
+            return None
+        reason = self.mask("%s: %s" % (self.error_code(refusal), self.error_message(refusal)))
+        options = " and ".join(self.key_options)
+        env = " and ".join(self.key_env)
+        if self.settings.credentials.get(self.key_options[0]):
+            message = ("%s rejected the credentials of the %s options (%s): correct them (while they are set, "
+                       "%s are not read)" % (self.cloud_name, options, reason, env))
+        else:
+            message = ("%s rejected the credentials its SDK found (%s): correct %s, or %s, whichever holds them, "
+                       "or set the %s options" % (self.cloud_name, reason, env, self.other_sources, options))
+        return CredentialsError(message, detail=self.describe_error(exc))
+
+    def _refusal(self, exc):
+        """The exception in ``exc``'s chain that says "credentials refused".
+        Followed through causes and contexts: a listing wraps the SDK's
+        error, and some SDKs wrap their own (Huawei's project id lookup)."""
+        seen = set()
+        while exc is not None and id(exc) not in seen:
+            seen.add(id(exc))
+            if self.is_rejected(exc):
+                return exc
+            exc = exc.__cause__ or exc.__context__
+        return None
+
+    def is_rejected(self, exc):
+        """Whether ``exc`` itself is the cloud refusing the credentials."""
+        return str(self.error_code(exc) or "") in self.auth_error_codes
+
+    @staticmethod
+    def error_code(exc):
+        """The cloud's error code of an SDK exception, or None."""
+        return getattr(exc, "error_code", None) or getattr(exc, "code", None)
+
+    @staticmethod
+    def error_message(exc):
+        """The cloud's error message of an SDK exception."""
+        return getattr(exc, "error_msg", None) or getattr(exc, "message", None) or str(exc)
+
+    def region_failure(self, region, exc):
+        """The RegionFailure for ``exc``; a refusal of the credentials says
+        which options and variables to fix."""
+        rejected = self.rejected_credentials(exc)
+        return RegionFailure(region, str(rejected) if rejected else self.describe_error(exc), rejected)
 
     def key_pair(self, key_option, secret_option):
         """The explicitly set (key, secret), or (None, None) for the SDK's
@@ -204,7 +299,7 @@ class Adapter:
         client = self.client(region)
         types = {}
         records = []
-        for page in self.pages(client, region):
+        for page in self._numbered_pages(client, region, records):
             wanted = {self.instance_type_of(raw) for raw in page} - set(types)
             wanted.discard(None)
             if wanted:
@@ -212,12 +307,48 @@ class Adapter:
                 # None marks "asked, unknown", so it is not asked again.
                 types.update((name, found.get(name)) for name in wanted)
             page_records = [self.record(region, raw, types.get(self.instance_type_of(raw))) for raw in page]
+            self._from_catalogue(region, page_records)
             unknown = sorted({r["instance_id"] for r in page_records if r["gpu_source"] == "unknown"})
             if unknown:
                 self.warn(region, "no GPU data for %d instance(s) (%s): kept with GPU model and count unknown, "
                                   "in the group gpu_unknown" % (len(unknown), ", ".join(unknown)))
             records.extend(page_records)
         return records
+
+    def _from_catalogue(self, region, records):
+        """Give the records whose GPU data the API did not have the built-in
+        catalogue's (_gpu_catalogue), marked ``gpu_source: catalogue``, and
+        say which: the figures are the vendor's documented ones for the
+        type, not what this instance reported."""
+        filled = {}
+        for record in records:
+            if record["gpu_source"] != "unknown":
+                continue
+            gpu = _gpu_catalogue.lookup(self.provider, record["instance_type"])
+            if gpu is not None:
+                record["gpu"], record["gpu_source"] = gpu, "catalogue"
+                filled.setdefault(record["instance_type"], []).append(record["instance_id"])
+        for instance_type, ids in sorted(filled.items()):
+            self.warn(region, "no GPU data from the API for %d instance(s) of type %s (%s): GPU data taken from "
+                              "the built-in catalogue (gpu_source: catalogue)"
+                      % (len(ids), instance_type, ", ".join(sorted(ids))))
+
+    def _numbered_pages(self, client, region, records):
+        """``pages``, with a failed page named: which action, which page,
+        and how many instances the pages before it held."""
+        pages = iter(self.pages(client, region))
+        number = 0
+        while True:
+            number += 1
+            try:
+                page = next(pages)
+            except StopIteration:
+                return
+            except Exception as exc:  # pylint: disable=broad-exception-caught
+                # Broad: whatever the SDK raised fails the region; this only
+                # adds where the listing was when it did.
+                raise ListingError(self.list_action, number, len(records), self.describe_error(exc)) from exc
+            yield page
 
     def _lookup_types(self, client, region, names):
         """``lookup_types``, made to lose no instance: a lookup that fails
@@ -265,16 +396,22 @@ class Adapter:
         SDK messages should never contain secrets, but a credential given
         explicitly is masked anyway, in case one ends up echoed in an error.
         """
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        for secret in self.secret_values():
+        return "%s: %s" % (type(exc).__name__, self.mask(str(exc) or type(exc).__name__))
+
+    def mask(self, text):
+        """``text`` on one line, bounded, with every known secret masked."""
+        text = " ".join(str(text).split())
+        # Longest first: a secret that contains another is masked whole.
+        for secret in sorted(self.secret_values(), key=len, reverse=True):
             text = text.replace(secret, "********")
         if len(text) > MAX_ERROR_LENGTH:
             text = text[:MAX_ERROR_LENGTH] + "..."
-        return "%s: %s" % (type(exc).__name__, text)
+        return text
 
     def secret_values(self):
-        """Explicitly configured credential values (never printed)."""
-        return [v for k, v in self.settings.credentials.items() if k != "profile" and isinstance(v, str) and len(v) > 3]
+        """Credential values configured or found by the SDK (never printed)."""
+        values = [v for k, v in self.settings.credentials.items() if k != "profile"] + list(self.resolved_secrets)
+        return [v for v in values if isinstance(v, str) and len(v) > 3]
 
 
 def split_endpoint(endpoint, default_scheme="https"):
@@ -324,6 +461,9 @@ def discover(adapter, regions=None, workers=DEFAULT_WORKERS):
             regions = sorted(set(adapter.list_regions()))
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # Broad: without a region list there is nothing to fall back to.
+            rejected = adapter.rejected_credentials(exc)
+            if rejected:
+                raise rejected from exc
             raise DiscoveryError("could not discover the regions: %s" % adapter.describe_error(exc)) from exc
 
     records = []
@@ -340,7 +480,11 @@ def discover(adapter, regions=None, workers=DEFAULT_WORKERS):
                 except Exception as exc:  # pylint: disable=broad-exception-caught
                     # Broad: a region's failure, whatever its kind, must not
                     # take the other regions' hosts down with it.
-                    failures.append(RegionFailure(region, adapter.describe_error(exc)))
+                    failures.append(adapter.region_failure(region, exc))
+    if failures and len(failures) == len(regions) and all(f.rejected for f in failures):
+        # Refused everywhere: the credentials are wrong, not the regions;
+        # one message says so, instead of the same one for every region.
+        raise failures[0].rejected
     records.sort(key=lambda r: (r["region"], r["instance_id"]))
     warnings = sorted(adapter.warnings, key=lambda w: w.region)
     return Result(records, failures, regions, warnings)

@@ -18,8 +18,10 @@ Private to gpufleet.cloud; see _discovery.py for the shared flow.
 
 from __future__ import annotations
 
+import logging
+
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
-from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, CredentialsError, require, split_endpoint
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, require, split_endpoint
 from ansible_collections.gpufleet.cloud.plugins.module_utils._pagination import by_token
 
 try:
@@ -40,15 +42,45 @@ TYPES_PER_CALL = 10
 HOME_REGION = "cn-hangzhou"
 
 _CHARGE = {"PrePaid": "subscription", "PostPaid": "on_demand"}
+# Error codes with which ECS refuses the credentials themselves (an unknown
+# or disabled AccessKey, a bad signature, an invalid STS token).
+AUTH_CODES = frozenset((
+    "InvalidAccessKeyId.NotFound",
+    "InvalidAccessKeyId.Inactive",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "IncompleteSignature",
+    "InvalidSecurityToken.Expired",
+    "InvalidSecurityToken.Malformed",
+    "InvalidSecurityToken.MismatchWithAccessKey",
+))
+# The credentials SDK's logger: it has a stream handler of its own, and logs
+# each provider of its chain that finds nothing, with a traceback.
+SDK_CREDENTIAL_LOGGER = "credentials"
 
 
 class AliyunAdapter(Adapter):
     provider = "aliyun"
     region_example = "cn-hangzhou"
     library = LIBRARY
+    list_action = "DescribeInstances"
     import_error = IMPORT_ERROR
+    cloud_name = "Alibaba Cloud"
+    key_options = ("access_key_id", "access_key_secret")
+    key_env = ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET")
+    other_sources = "a profile (~/.aliyun/config.json, ALIBABA_CLOUD_PROFILE), or the ECS RAM role"
+    auth_error_codes = AUTH_CODES
     #: The SDK credential object check_credentials resolved.
     _credential = None
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        # On a machine without credentials the chain's providers each log
+        # their failure, tracebacks included, before the chain raises: 70
+        # lines for one missing key. The chain's failure reaches the user as
+        # one message naming what to set (and its detail with -vvv), so the
+        # SDK's own log says nothing new.
+        logging.getLogger(SDK_CREDENTIAL_LOGGER).setLevel(logging.CRITICAL)
 
     def check_credentials(self):
         key, secret = self.key_pair("access_key_id", "access_key_secret")
@@ -65,14 +97,11 @@ class AliyunAdapter(Adapter):
             # ~/.alibabacloud/credentials.ini, the ECS RAM role.
             client = CredentialClient()
         try:
-            client.get_credential()
+            found = client.get_credential()
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # Broad: each provider of the chain raises its own kind.
-            raise CredentialsError(
-                "no Alibaba Cloud credentials: set the access_key_id and access_key_secret options, "
-                "or ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET, or a profile "
-                "(~/.aliyun/config.json), or run on ECS with a RAM role (%s)" % self.describe_error(exc)
-            ) from exc
+            raise self.missing_credentials(exc) from exc
+        self.resolved_secrets = [found.access_key_secret, found.security_token]
         self._credential = client
 
     def client(self, region):
@@ -99,8 +128,9 @@ class AliyunAdapter(Adapter):
         return by_token(fetch)
 
     def instance_type_of(self, raw):
-        # Only GPU instances need the type's GPU memory and eRDMA count.
-        return raw.instance_type if gr.gpu_count(raw.gpuamount) else None
+        # Only GPU instances need the type's GPU memory and eRDMA count, and
+        # instances whose GPUAmount is missing its GPU data.
+        return raw.instance_type if raw.gpuamount is None or gr.gpu_count(raw.gpuamount) else None
 
     def lookup_types(self, client, region, names):
         found = {}
@@ -146,6 +176,15 @@ def record_from_instance(region, inst, type_info=None):
     else:
         rdma = "none"
     tags = {t.tag_key: t.tag_value or "" for t in (inst.tags.tag if inst.tags else None) or () if t.tag_key}
+    # GPUAmount missing or null is GPU data missing: the type's, if its
+    # lookup had them, else unknown (never 0, which is "no GPU").
+    gpu_source = "api"
+    if inst.gpuamount is not None:
+        gpu = gr.gpu_info(inst.gpuspec or type_info.get("model"), inst.gpuamount, type_info.get("memory_mib"))
+    elif type_info.get("count") is not None:
+        gpu = gr.gpu_info(type_info.get("model"), type_info["count"], type_info.get("memory_mib"))
+    else:
+        gpu, gpu_source = gr.unknown_gpu(), "unknown"
     return gr.make_record(
         "aliyun",
         region,
@@ -156,7 +195,8 @@ def record_from_instance(region, inst, type_info=None):
         state=gr.normalize_state("aliyun", inst.status),
         private_ip=private_ip,
         public_ip=public_ip,
-        gpu=gr.gpu_info(inst.gpuspec or type_info.get("model"), inst.gpuamount, type_info.get("memory_mib")),
+        gpu=gpu,
+        gpu_source=gpu_source,
         charge_type=charge,
         tags=tags,
         rdma=rdma,

@@ -48,6 +48,19 @@ THROTTLE_CODES = frozenset((
     "EC2ThrottledException",
     "BandwidthLimitExceeded",
 ))
+# The codes with which AWS refuses the credentials themselves (EC2 says
+# AuthFailure; STS-style endpoints InvalidClientTokenId). AuthFailure is
+# also EC2's answer in an opt-in region the account has not enabled: that
+# region fails alone, and its message says what AWS said.
+AUTH_CODES = frozenset((
+    "AuthFailure",
+    "InvalidClientTokenId",
+    "SignatureDoesNotMatch",
+    "UnrecognizedClientException",
+    "InvalidAccessKeyId",
+    "ExpiredToken",
+    "ExpiredTokenException",
+))
 
 
 class AwsAdapter(Adapter):
@@ -55,7 +68,13 @@ class AwsAdapter(Adapter):
     region_pattern = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+$")
     region_example = "us-east-1"
     library = LIBRARY
+    list_action = "DescribeInstances"
     import_error = IMPORT_ERROR
+    cloud_name = "AWS"
+    key_options = ("access_key", "secret_key")
+    key_env = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    other_sources = "a profile (the profile option or AWS_PROFILE), or an instance role"
+    auth_error_codes = AUTH_CODES
 
     def __init__(self, settings):
         super().__init__(settings)
@@ -89,16 +108,19 @@ class AwsAdapter(Adapter):
             raise ConfigError("profile", "no AWS profile named %r in the shared config files" % creds["profile"]) from exc
         try:
             found = session.get_credentials()
+            frozen = found.get_frozen_credentials() if found is not None else None
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # Broad: a provider of the chain (SSO, assume-role) can fail in
             # its own way; the user needs to know the chain came up empty.
-            raise CredentialsError("could not load AWS credentials: %s" % self.describe_error(exc)) from exc
-        if found is None:
+            # Its reason (an expired SSO token, a role it may not assume)
+            # is the message: nothing else says what to fix.
             raise CredentialsError(
-                "no AWS credentials: set the access_key and secret_key options, or AWS_ACCESS_KEY_ID and "
-                "AWS_SECRET_ACCESS_KEY, or a profile (the profile option or AWS_PROFILE), or run with an "
-                "instance role"
-            )
+                "could not load AWS credentials (%s): fix the profile or role it names, or set the access_key and "
+                "secret_key options, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" % self.describe_error(exc)
+            ) from exc
+        if frozen is None:
+            raise self.missing_credentials()
+        self.resolved_secrets = [frozen.secret_key, frozen.token]
         self._session = session
 
     def client(self, region):
@@ -148,30 +170,43 @@ class AwsAdapter(Adapter):
         return record_from_instance(region, raw, type_info)
 
     def is_throttled(self, exc):
-        error = getattr(exc, "response", None) or {}
-        return error.get("Error", {}).get("Code") in THROTTLE_CODES
+        return self.error_code(exc) in THROTTLE_CODES
+
+    @staticmethod
+    def error_code(exc):
+        return ((getattr(exc, "response", None) or {}).get("Error") or {}).get("Code")
+
+    @staticmethod
+    def error_message(exc):
+        return ((getattr(exc, "response", None) or {}).get("Error") or {}).get("Message") or str(exc)
 
 
 def type_info(item):
     """GPU and RDMA facts from one DescribeInstanceTypes entry."""
     gpus = (item.get("GpuInfo") or {}).get("Gpus") or []
     efa = (item.get("NetworkInfo") or {}).get("EfaSupported")
+    rdma = "efa" if efa else "none"
+    if "GpuInfo" in item and (not gpus or any(g.get("Count") is None for g in gpus)):
+        # A type without GPUs has no GpuInfo at all; GpuInfo without its
+        # GPUs or their counts is GPU data missing, not "no GPU".
+        return {"rdma": rdma, "gpu_unknown": True}
     if not gpus:
-        return {"rdma": "efa" if efa else "none"}
+        return {"rdma": rdma}
     return {
         "model": gpus[0].get("Name"),
-        "count": sum(g.get("Count") or 0 for g in gpus),
+        "count": sum(g["Count"] for g in gpus),
         "memory_mib": gr.mib((gpus[0].get("MemoryInfo") or {}).get("SizeInMiB")),
-        "rdma": "efa" if efa else "none",
+        "rdma": rdma,
     }
 
 
 def record_from_instance(region, inst, type_info=None):
     """A record from one DescribeInstances instance (a boto3 dict).
     ``type_info`` None: the type's data could not be found, so its GPUs
-    are unknown (an instance carries none of its own)."""
-    if type_info is None:
-        gpu, gpu_source, type_info = gr.unknown_gpu(), "unknown", {}
+    are unknown (an instance carries none of its own), as they are when
+    the type's GPU fields are missing."""
+    if type_info is None or type_info.get("gpu_unknown"):
+        gpu, gpu_source, type_info = gr.unknown_gpu(), "unknown", type_info or {}
     else:
         gpu = gr.gpu_info(type_info.get("model"), type_info.get("count"), type_info.get("memory_mib"))
         gpu_source = "api"

@@ -28,7 +28,7 @@ import os
 import re
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
-from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, CredentialsError, require
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, require
 from ansible_collections.gpufleet.cloud.plugins.module_utils._pagination import by_page_number
 
 try:
@@ -48,6 +48,9 @@ DEFAULT_IAM_ENDPOINT = "https://iam.myhuaweicloud.com"
 # The SDK reads this for its own project id lookups; region discovery does too.
 IAM_ENDPOINT_ENV = "HUAWEICLOUD_SDK_IAM_ENDPOINT"
 THROTTLE_CODES = frozenset(("APIGW.0308", "429"))
+# The API gateway's "Incorrect IAM authentication information" (an unknown
+# AK, a bad signature, an expired token), for ECS and IAM alike.
+AUTH_CODES = frozenset(("APIGW.0301",))
 
 _CHARGE = {"0": "on_demand", "1": "subscription", "2": "spot"}
 # A project named like a region; sub-projects ("cn-north-4_team") and the
@@ -60,7 +63,13 @@ class HuaweiAdapter(Adapter):
     provider = "huawei"
     region_example = "cn-north-4"
     library = LIBRARY
+    list_action = "ListServersDetails"
     import_error = IMPORT_ERROR
+    cloud_name = "Huawei Cloud"
+    key_options = ("access_key", "secret_key")
+    key_env = ("HUAWEICLOUD_SDK_AK", "HUAWEICLOUD_SDK_SK")
+    other_sources = "a profile (~/.huaweicloud/credentials), or the ECS agency"
+    auth_error_codes = AUTH_CODES
 
     def __init__(self, settings):
         super().__init__(settings)
@@ -84,14 +93,11 @@ class HuaweiAdapter(Adapter):
             found = CredentialProviderChain.get_basic_credential_provider_chain().get_credentials()
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # Broad: the metadata provider can fail with plain requests errors.
-            raise CredentialsError(
-                "no Huawei Cloud credentials: set the access_key and secret_key options, or "
-                "HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK, or a profile (~/.huaweicloud/credentials), "
-                "or run on ECS with an agency (%s)" % self.describe_error(exc)
-            ) from exc
+            raise self.missing_credentials(exc) from exc
         # The chain's project id (if any) belongs to one region; each
         # region's client looks its own up instead.
         self._keys = (found.ak, found.sk, found.security_token)
+        self.resolved_secrets = [found.sk, found.security_token]
 
     def _credentials(self, kind):
         # A fresh object for each client: the SDK writes the region's
@@ -145,6 +151,10 @@ class HuaweiAdapter(Adapter):
     def is_throttled(self, exc):
         return str(getattr(exc, "error_code", "")) in THROTTLE_CODES or getattr(exc, "status_code", None) == 429
 
+    def is_rejected(self, exc):
+        # 401 is the gateway's "not authenticated" whatever code it carries.
+        return super().is_rejected(exc) or getattr(exc, "status_code", None) == 401
+
 
 def flavor_info(specs):
     """GPU and RDMA facts from a flavor's os_extra_specs."""
@@ -152,7 +162,7 @@ def flavor_info(specs):
     if specs is None:
         return info
     gpus = _json_list(specs.infogpus)
-    if gpus:
+    if gpus and all(g.get("count") is not None for g in gpus):
         info.update(model=gpus[0].get("name"), count=sum(int(g.get("count") or 0) for g in gpus),
                     memory_mib=gr.mib(gpus[0].get("memory_mb")))
     else:
@@ -162,6 +172,11 @@ def flavor_info(specs):
             if len(parts) > count_at and parts[count_at].isdigit():
                 info.update(model=parts[0], count=int(parts[count_at]))
                 break
+        else:
+            if specs.ecsperformancetype == "gpu" or str(specs.pci_passthroughenable_gpu).lower() == "true":
+                # A GPU flavor (by its performance type) that lists no GPUs:
+                # GPU data missing, not "no GPU".
+                info["gpu_unknown"] = True
     features = set(_WORDS.findall((specs.infofeatures or "").lower()))
     if features & {"ib", "infiniband"}:
         info["rdma"] = "ib"
@@ -181,7 +196,8 @@ def _json_list(text):
 def record_from_server(region, server, type_info=None):
     """A record from one ListServersDetails ServerDetail model.
     ``type_info`` None: the flavor's data could not be found; the GPUs are
-    then unknown unless the server's own flavor lists them."""
+    then unknown unless the server's own flavor lists them, as they are for
+    a GPU flavor whose GPU fields are missing."""
     looked_up = type_info is not None
     type_info = type_info or {}
     private_ip = public_ip = None
@@ -195,10 +211,12 @@ def record_from_server(region, server, type_info=None):
                 private_ip = private_ip or address.addr
     flavor_gpus = (server.flavor.gpus if server.flavor else None) or []
     gpu_source = "api"
-    if flavor_gpus:
-        gpu = gr.gpu_info(flavor_gpus[0].name, sum(g.count or 0 for g in flavor_gpus),
+    # A GPU entry without its count is GPU data missing: the flavor's
+    # lookup, else unknown, decides.
+    if flavor_gpus and all(g.count is not None for g in flavor_gpus):
+        gpu = gr.gpu_info(flavor_gpus[0].name, sum(g.count for g in flavor_gpus),
                           gr.mib(flavor_gpus[0].memory_mb))
-    elif looked_up:
+    elif looked_up and not type_info.get("gpu_unknown"):
         gpu = gr.gpu_info(type_info.get("model"), type_info.get("count"), type_info.get("memory_mib"))
     else:
         gpu, gpu_source = gr.unknown_gpu(), "unknown"

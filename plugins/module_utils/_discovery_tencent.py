@@ -17,8 +17,8 @@ Private to gpufleet.cloud; see _discovery.py for the shared flow.
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
-from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, CredentialsError, require, split_endpoint
+from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_catalogue, _gpu_record as gr
+from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, require, split_endpoint
 from ansible_collections.gpufleet.cloud.plugins.module_utils._pagination import by_offset
 
 try:
@@ -35,6 +35,15 @@ PAGE_SIZE = 100
 # DescribeRegions is answered in any region; this one exists in every account.
 HOME_REGION = "ap-guangzhou"
 
+# Error codes with which CVM refuses the credentials themselves. Not
+# AuthFailure.UnauthorizedOperation: that is a permission the key lacks.
+AUTH_CODES = frozenset((
+    "AuthFailure.SecretIdNotFound",
+    "AuthFailure.SignatureFailure",
+    "AuthFailure.InvalidSecretId",
+    "AuthFailure.InvalidAuthorization",
+    "AuthFailure.TokenFailure",
+))
 _CHARGE = {
     "PREPAID": "subscription",
     "POSTPAID_BY_HOUR": "on_demand",
@@ -53,7 +62,13 @@ class TencentAdapter(Adapter):
     provider = "tencent"
     region_example = "ap-guangzhou"
     library = LIBRARY
+    list_action = "DescribeInstances"
     import_error = IMPORT_ERROR
+    cloud_name = "Tencent Cloud"
+    key_options = ("secret_id", "secret_key")
+    key_env = ("TENCENTCLOUD_SECRET_ID", "TENCENTCLOUD_SECRET_KEY")
+    other_sources = "a profile (~/.tencentcloud/credentials), or the CVM role"
+    auth_error_codes = AUTH_CODES
     #: The SDK credential object check_credentials resolved.
     _credential = None
 
@@ -68,11 +83,8 @@ class TencentAdapter(Adapter):
             self._credential = DefaultCredentialProvider().get_credentials()
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # Broad: the chain's providers fail in their own ways.
-            raise CredentialsError(
-                "no Tencent Cloud credentials: set the secret_id and secret_key options, or "
-                "TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY, or a profile "
-                "(~/.tencentcloud/credentials), or run on CVM with a role (%s)" % self.describe_error(exc)
-            ) from exc
+            raise self.missing_credentials(exc) from exc
+        self.resolved_secrets = [getattr(self._credential, "secret_key", None), getattr(self._credential, "token", None)]
 
     def client(self, region):
         http = HttpProfile(reqTimeout=self.settings.timeout)
@@ -99,8 +111,10 @@ class TencentAdapter(Adapter):
 
     def instance_type_of(self, raw):
         # GPUInfo is only returned for GPU instances; only those need the
-        # type's GPU memory.
-        return raw.InstanceType if raw.GPUInfo and gr.gpu_count(raw.GPUInfo.GPUCount) else None
+        # type's GPU memory. An instance whose GPUInfo lacks its count, or
+        # of a GPU type (by the catalogue) without GPUInfo, has its GPU
+        # data missing: the type's lookup may still have it.
+        return raw.InstanceType if _gpu_expected(raw) else None
 
     def lookup_types(self, client, region, names):
         found = {}
@@ -129,10 +143,30 @@ class TencentAdapter(Adapter):
         return str(getattr(exc, "code", "") or "").startswith("RequestLimitExceeded")
 
 
+def _gpu_expected(inst):
+    """Whether ``inst`` has GPUs by what it says (a GPUInfo, whatever its
+    count) or, when it says nothing, by the catalogue's word on its type."""
+    if inst.GPUInfo is not None:
+        return inst.GPUInfo.GPUCount is None or bool(gr.gpu_count(inst.GPUInfo.GPUCount))
+    return _gpu_catalogue.lookup("tencent", inst.InstanceType) is not None
+
+
 def record_from_instance(region, inst, type_info=None):
     """A record from one DescribeInstances Instance model."""
     type_info = type_info or {}
     gpu = inst.GPUInfo
+    count = gpu.GPUCount if gpu else None
+    gpu_source = "api"
+    if count is not None:
+        # As reported: 0.25 is a quarter of a GPU (vGPU), kept as the float.
+        gpu_data = gr.gpu_info(gpu.GPUType or type_info.get("model"), count, type_info.get("memory_mib"))
+    elif type_info.get("count") is not None:
+        gpu_data = gr.gpu_info(type_info.get("model"), type_info["count"], type_info.get("memory_mib"))
+    elif _gpu_expected(inst):
+        gpu_data, gpu_source = gr.unknown_gpu(), "unknown"
+    else:
+        # No GPUInfo, and not a GPU type: CVM's way of saying "no GPU".
+        gpu_data = gr.gpu_info()
     if inst.RdmaIpAddresses or family_of(inst.InstanceType).upper().startswith("HCC"):
         rdma = "roce"
     else:
@@ -147,11 +181,8 @@ def record_from_instance(region, inst, type_info=None):
         state=gr.normalize_state("tencent", inst.InstanceState),
         private_ip=gr.first(inst.PrivateIpAddresses),
         public_ip=gr.first(inst.PublicIpAddresses),
-        gpu=gr.gpu_info(
-            (gpu.GPUType if gpu else None) or type_info.get("model"),
-            (gpu.GPUCount if gpu else None) or type_info.get("count"),
-            type_info.get("memory_mib"),
-        ),
+        gpu=gpu_data,
+        gpu_source=gpu_source,
         charge_type=_CHARGE.get(inst.InstanceChargeType, "unknown"),
         tags={t.Key: t.Value or "" for t in inst.Tags or () if t.Key},
         rdma=rdma,

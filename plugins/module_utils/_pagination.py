@@ -60,12 +60,19 @@ def by_page_number(fetch, limit):
 def _counted(fetch, limit, first, advance):
     marker = first
     seen = 0
-    for _page in range(MAX_PAGES):
+    for number in range(1, MAX_PAGES + 1):
         items, total = fetch(marker, limit)
         items = list(items or ())
-        yield items
         seen += len(items)
-        if len(items) < limit or (total is not None and seen >= total):
+        short = len(items) < limit
+        if short and total is not None and seen < total:
+            # A short page ends the listing, but the server counts more:
+            # stopping here would list the region in part as if complete.
+            # (An instance deleted meanwhile lowers the next page's total.)
+            raise PaginationError("page %d held %d instance(s) of up to %d, but the total count is %d and only %d "
+                                  "were listed: the listing ended short" % (number, len(items), limit, total, seen))
+        yield items
+        if short or (total is not None and seen >= total):
             return
         marker = advance(marker, len(items))
     raise PaginationError("more than %d pages" % MAX_PAGES)

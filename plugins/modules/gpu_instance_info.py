@@ -163,7 +163,9 @@ instances:
           of 0 means the instance type has no GPU.
       type: dict
     gpu_source:
-      description: Where the GPU data came from, V(api), V(catalogue) or V(unknown) (an instance type that could not be looked up).
+      description: >-
+        Where the GPU data came from - V(api); V(catalogue), the built-in catalogue of GPU instance families,
+        when the API gave none for the instance; V(unknown) when neither has it.
       type: str
     spot:
       description: Whether this is a spot (preemptible) instance.

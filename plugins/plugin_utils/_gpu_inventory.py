@@ -23,6 +23,7 @@ import difflib
 import re
 
 from ansible.errors import AnsibleError, AnsibleParserError
+from ansible.inventory.group import to_safe_group_name
 from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.parsing.convert_bool import BOOLEANS
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
@@ -32,6 +33,7 @@ from ansible.utils.unsafe_proxy import wrap_var
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
 from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import (
     ConfigError,
+    CredentialsError,
     DiscoveryError,
     MissingLibraryError,
     Settings,
@@ -43,6 +45,24 @@ display = Display()
 # Record fields a hostname can come from (the scalar ones).
 HOSTNAME_FIELDS = ("private_ip", "public_ip", "instance_id", "name")
 _GROUP_UNSAFE = re.compile(r"[^a-z0-9_]")
+
+
+class OneLineError(AnsibleError):
+    """An error that is its message and nothing else.
+
+    ansible-core 2.19 prints an inventory plugin's error twice: in the
+    warning's summary line and again below it, with the source it was
+    parsing, because the source makes the error's details differ from the
+    warning's. An error without that source folds into the summary line, so
+    the message is printed once; the source is still named by ansible's own
+    "failed to parse inventory source" line. The property is ansible's own
+    (private) one: tests/integration/inventory/test_inventory_credentials.py
+    fails if a later ansible-core prints the message twice again.
+    """
+
+    @property
+    def _formatted_source_context(self):
+        return None
 
 
 def group_name(prefix, value):
@@ -145,6 +165,13 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
             raise AnsibleParserError("%s: %s" % (self.NAME, exc)) from exc
         except MissingLibraryError as exc:
             raise AnsibleError("%s: %s (%s)" % (self.NAME, missing_required_lib(exc.library), exc.import_error)) from exc
+        except CredentialsError as exc:
+            if exc.detail:
+                display.vvv("%s: %s" % (self.NAME, exc.detail))
+            # Not chained: Ansible would print the SDK's error (the whole
+            # provider chain's story) after the message, and again in the
+            # warning's summary line.
+            raise OneLineError("%s: %s" % (self.NAME, exc)) from None
         except DiscoveryError as exc:
             raise AnsibleError("%s: %s" % (self.NAME, exc)) from exc
 
@@ -194,6 +221,31 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
             self._set_composite_vars(compose, hostvars, host, strict=strict)
             self._add_host_to_composed_groups(groups, hostvars, host, strict=strict)
             self._add_host_to_keyed_groups(keyed_groups, hostvars, host, strict=strict)
+            if not record["private_ip"]:
+                self._warn_no_private_ip(record, host)
+
+    def _warn_no_private_ip(self, record, host):
+        """An instance without a private address stays a host, named by the
+        next O(hostnames) entry; say what Ansible will connect to, since an
+        instance id or a name is rarely an address that resolves."""
+        address = self.inventory.get_host(host).vars.get("ansible_host")
+        if address:
+            reach = "ansible_host is %s (from compose)" % address
+        elif host == record["public_ip"]:
+            reach = "it is named by its public IP, which Ansible connects to"
+        else:
+            reach = ("it has no address to connect to (public IP: %s); compose ansible_host, e.g. "
+                     "ansible_host: gpufleet_public_ip, to reach it" % (record["public_ip"] or "none"))
+        display.warning("%s: instance %s in %s has no private IP address: it is kept as host %s, and %s"
+                        % (self.NAME, record["instance_id"], record["region"], host, reach))
+
+    @staticmethod
+    def _sanitize_group_name(name):
+        """Groups from O(keyed_groups) and O(groups) always get valid names:
+        tags with spaces, dots or colons would otherwise make group names
+        Ansible only warns about (TRANSFORM_INVALID_GROUP_CHARS defaults to
+        never). Invalid characters become _; letters of any script stay."""
+        return to_safe_group_name(name, force=True, silent=True)
 
     def _unsafe(self, record):
         """The record with every string marked unsafe: API data (a tag value,

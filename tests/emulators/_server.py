@@ -16,7 +16,7 @@ Seed format (the same for every emulator; JSON or YAML):
         zone: cn-hangzhou-h                  # default: <region>-a
         name: lab-node-1
         state: running                       # a normalised state (see _gpu_record.STATES)
-        private_ip: 127.0.0.11
+        private_ip: 127.0.0.11               # null: the instance has none
         public_ip: null
         charge: on_demand                    # on_demand | subscription | spot
         tags: {role: gpu}
@@ -85,7 +85,26 @@ class Faults:
         # (region, action) pairs answered with a success that lacks the
         # listing's own fields (HTTP 200, a request id, nothing else).
         self.hollow = set()
+        # (region, action) pairs whose answers carry the instances' or
+        # types' GPU fields missing or null (the rest of the reply intact),
+        # as an API can send them for a type it has no GPU data on.
+        self.gpu_fields_missing = set()
+        # (region, action) -> the page (1-based count of that action's
+        # calls in that region) answered with the region-down error, so a
+        # listing fails part-way through.
+        self.failing_pages = {}
+        # Regions whose requests get no answer until ``release`` is set
+        # (stop() sets it): a region that hangs, for timeout tests that wait
+        # on a condition instead of a fixed latency.
+        self.hung_regions = set()
+        self.release = threading.Event()
+        # None, or how every request's credentials are refused, whatever
+        # the region: "unknown_key" (the key id does not exist) or
+        # "bad_signature" (the key exists, the secret does not match). Each
+        # emulator answers with its cloud's own auth-failure error.
+        self.rejected_credentials = None
         self._throttle = {}
+        self._page_calls = {}
 
     def throttle(self, count, region=None, action=None):
         """Answer the next ``count`` matching requests with a throttling error."""
@@ -99,6 +118,23 @@ class Faults:
                     self._throttle[key] -= 1
                     return True
         return False
+
+    def fail_page(self, region, action, page):
+        """Fail the ``page``-th call of ``action`` in ``region`` from now on
+        (calls made before do not count), or none with ``page`` None."""
+        with self._lock:
+            self._page_calls.pop((region, action), None)
+            if page is None:
+                self.failing_pages.pop((region, action), None)
+            else:
+                self.failing_pages[(region, action)] = page
+
+    def fails_page(self, region, action):
+        """Count this call of ``action`` in ``region``; whether it is the page to fail."""
+        with self._lock:
+            key = (region, action)
+            self._page_calls[key] = self._page_calls.get(key, 0) + 1
+            return self.failing_pages.get(key) == self._page_calls[key]
 
     def delay(self, region):
         return self.region_latency.get(region, self.latency)
@@ -184,6 +220,11 @@ class Emulator:
         """This cloud's error for a region that is down."""
         raise NotImplementedError
 
+    def credentials_rejected(self, kind, request):
+        """This cloud's error for credentials it does not accept; ``kind`` is
+        "unknown_key" or "bad_signature" (see Faults.rejected_credentials)."""
+        raise NotImplementedError
+
     def hollow(self, action, region):
         """A 200 reply with this cloud's envelope and none of the action's
         fields: what an API gateway or a proxy can hand back."""
@@ -193,13 +234,20 @@ class Emulator:
     def dispatch(self, request):
         action, region = self.route(request)
         self.calls.append({"action": action, "region": region})
+        if self.faults.rejected_credentials:
+            # A cloud checks the signature before anything else.
+            return self.credentials_rejected(self.faults.rejected_credentials, request)
         delay = self.faults.delay(region)
         if delay:
             time.sleep(delay)
+        if region in self.faults.hung_regions:
+            self.faults.release.wait()
         if region in self.faults.failed_regions:
             return self.unavailable(action, region)
         if self.faults.take_throttle(region, action):
             return self.throttled(action, region)
+        if self.faults.fails_page(region, action):
+            return self.unavailable(action, region)
         if (region, action) in self.faults.hollow:
             return self.hollow(action, region)
         return self.answer(request, action, region)
@@ -259,6 +307,8 @@ class Emulator:
         return "http://%s:%d" % (LOOPBACK, self.port)
 
     def stop(self):
+        # Hung requests answer now, so their threads end with the server.
+        self.faults.release.set()
         if self._server:
             self._server.shutdown()
             self._server.server_close()

@@ -77,8 +77,11 @@ class AliyunEmulator(Emulator):
             return self._instances(params, region)
         if action == "DescribeInstanceTypes":
             wanted = [v for k, v in sorted(params.items()) if k.startswith("InstanceTypes.")]
+            # DescribeInstanceTypes names no region: a gpu_fields_missing
+            # fault on it, for any region, holds for every caller.
+            hollow_gpus = any(a == action for _r, a in self.faults.gpu_fields_missing)
             return Response(200, {"RequestId": request_id(), "NextToken": "", "InstanceTypes": {"InstanceType": [
-                _instance_type(name) for name in wanted or sorted(CATALOG)
+                _without(_instance_type(name), hollow_gpus, _TYPE_GPU_FIELDS) for name in wanted or sorted(CATALOG)
                 if name in CATALOG and name not in self.faults.unoffered_types.get(region, ())]}})
         return _error(400, "InvalidAction.NotFound", "Specified api is not found, please check your url and method.")
 
@@ -97,17 +100,35 @@ class AliyunEmulator(Emulator):
             "RequestId": request_id(),
             "NextToken": "%08x" % end if end < len(everything) else "",
             "TotalCount": len(everything),
-            "Instances": {"Instance": [_instance(i) for i in page]},
+            "Instances": {"Instance": [
+                _without(_instance(i), (region, "DescribeInstances") in self.faults.gpu_fields_missing,
+                         _INSTANCE_GPU_FIELDS) for i in page]},
         })
 
     def throttled(self, action, region):
         return _error(400, "Throttling.User", "Request was denied due to user flow control.")
+
+    def credentials_rejected(self, kind, request):
+        # ECS's answers: an AccessKey ID it does not know, a secret that
+        # does not sign as the key's.
+        if kind == "unknown_key":
+            return _error(404, "InvalidAccessKeyId.NotFound", "Specified access key is not found.")
+        return _error(400, "SignatureDoesNotMatch", "Specified signature does not match our calculation.")
 
     def unavailable(self, action, region):
         return _error(503, "ServiceUnavailable", "The request has failed due to a temporary failure of the server.")
 
     def hollow(self, action, region):
         return Response(200, {"RequestId": request_id()})
+
+
+# What Faults.gpu_fields_missing takes out of an answer.
+_INSTANCE_GPU_FIELDS = ("GPUSpec", "GPUAmount")
+_TYPE_GPU_FIELDS = ("GPUSpec", "GPUAmount", "GPUMemorySize")
+
+
+def _without(body, drop, fields):
+    return {k: v for k, v in body.items() if k not in fields} if drop else body
 
 
 def _error(status, code, message):
@@ -160,7 +181,7 @@ def _instance(inst):
         "EipAddress": {"IpAddress": "", "AllocationId": "", "InternetChargeType": ""},
         "Tags": {"Tag": [{"TagKey": k, "TagValue": v} for k, v in inst["tags"].items()]},
     }
-    if spec.get("rdma"):
+    if spec.get("rdma") and inst["private_ip"]:
         body["RdmaIpAddress"] = {"IpAddress": ["192.168.%s" % inst["private_ip"].split(".", 2)[-1]]}
     return body
 

@@ -10,7 +10,9 @@ region of a request is read from its SigV4 credential scope, as moto does.
     python -m tests.emulators.aws --port 18083 --seed seed.yml
 
 Seed format: see tests/emulators/_server.py. moto chooses the instance ids
-and private addresses itself; ``seed`` returns what it chose.
+and private addresses itself; ``seed`` returns what it chose. moto gives
+every instance a private address; one seeded with ``private_ip: null`` has
+it taken out of the DescribeInstances answers by the proxy.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import http.client
 import logging
 import re
 import sys
+import xml.etree.ElementTree as ET
 from collections import defaultdict
 
 import boto3
@@ -41,6 +44,8 @@ CATALOG = {
 IMAGE_ID = "ami-12c6146b"
 _SCOPE = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/")
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
+# The fields of an instance that carry its private address, at its top level.
+_PRIVATE_FIELDS = ("privateIpAddress", "privateDnsName")
 
 
 class AwsEmulator(Emulator):
@@ -51,6 +56,8 @@ class AwsEmulator(Emulator):
         super().__init__(regions)
         self._moto = None
         self.moto_url = None
+        # Instances seeded with private_ip null; see the module docstring.
+        self.without_private_ip = set()
 
     def known_type(self, name):
         # Any type moto knows, not only the generator's few.
@@ -88,8 +95,12 @@ class AwsEmulator(Emulator):
         """Seed through moto. Identical instances share a RunInstances call
         (one reservation), at most ``reservation_size`` of them."""
         specs = []
+        bare = []
         for index, spec in enumerate(instances):
+            no_address = "private_ip" in spec and not spec["private_ip"]
             spec = self.complete(dict(spec, instance_id=None, name=spec.get("name")), index)
+            if no_address:
+                bare.append(spec)
             # moto assigns ids and addresses itself.
             spec["private_ip"] = spec["public_ip"] = None
             specs.append(spec)
@@ -126,6 +137,9 @@ class AwsEmulator(Emulator):
                 spec["instance_id"] = inst["InstanceId"]
                 spec["private_ip"] = inst.get("PrivateIpAddress")
                 spec["public_ip"] = inst.get("PublicIpAddress")
+        for spec in bare:
+            self.without_private_ip.add(spec["instance_id"])
+            spec["private_ip"] = None
         for spec in specs:
             self.instances.setdefault(spec["region"], []).append(spec)
             if spec["region"] not in self.regions:
@@ -162,10 +176,34 @@ class AwsEmulator(Emulator):
         reply = conn.getresponse()
         body = reply.read()
         conn.close()
+        if action == "DescribeInstances" and reply.status == 200 and self.without_private_ip:
+            body = self._strip_private_addresses(body)
+        if action == "DescribeInstanceTypes" and reply.status == 200 and (region, action) in self.faults.gpu_fields_missing:
+            body = _strip_gpu_fields(body)
         return Response(reply.status, body, reply.getheader("Content-Type") or "text/xml")
+
+    def _strip_private_addresses(self, body):
+        root = ET.fromstring(body)
+        # moto's namespace, whichever spelling it uses, kept on the way out.
+        namespace = root.tag[:root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+        ET.register_namespace("", namespace.strip("{}"))
+        for item in root.iter(namespace + "item"):
+            if item.findtext(namespace + "instanceId") in self.without_private_ip:
+                for name in _PRIVATE_FIELDS:
+                    for field in item.findall(namespace + name):
+                        item.remove(field)
+        return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
     def throttled(self, action, region):
         return _error(503, "RequestLimitExceeded", "Request limit exceeded.")
+
+    def credentials_rejected(self, kind, request):
+        # EC2's answers: an access key id it does not know, a secret that
+        # does not sign as the key's.
+        if kind == "unknown_key":
+            return _error(401, "AuthFailure", "AWS was not able to validate the provided access credentials")
+        return _error(403, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature "
+                      "you provided. Check your AWS Secret Access Key and signing method.")
 
     def unavailable(self, action, region):
         return _error(503, "Unavailable", "The service is unavailable. Please try again shortly.")
@@ -174,6 +212,21 @@ class AwsEmulator(Emulator):
         body = ('<?xml version="1.0" encoding="UTF-8"?>\n<%sResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
                 "<requestId>%s</requestId></%sResponse>" % (action, request_id(), action))
         return Response(200, body.encode(), "text/xml;charset=UTF-8")
+
+
+def _strip_gpu_fields(body):
+    """Faults.gpu_fields_missing: every GPU of a type's GpuInfo without its
+    name and count (its memory and manufacturer left), so GpuInfo is there
+    and says nothing of the GPUs."""
+    root = ET.fromstring(body)
+    namespace = root.tag[:root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+    ET.register_namespace("", namespace.strip("{}"))
+    for gpus in root.iter(namespace + "gpus"):
+        for item in gpus.findall(namespace + "item"):
+            for name in ("name", "count"):
+                for field in item.findall(namespace + name):
+                    item.remove(field)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
 def _error(status, code, message):

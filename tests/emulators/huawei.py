@@ -44,6 +44,7 @@ _STATES = {"pending": "BUILD", "running": "ACTIVE", "stopped": "SHUTOFF", "reboo
 _CHARGE = {"on_demand": "0", "subscription": "1", "spot": "2"}
 MAX_LIMIT = 1000
 DOMAIN_ID = "0" * 24 + "d0ma1n00"
+_ACCESS = re.compile(r"Access=([^,\s]+)")
 _ECS_PATH = re.compile(r"^/v1/([0-9a-f]{32})/cloudservers/(detail|flavors)$")
 
 
@@ -80,7 +81,8 @@ class HuaweiEmulator(Emulator):
         if region not in self.regions:
             return _error(404, "Ecs.0114", "The project does not exist.")
         if action == "ListFlavors":
-            return Response(200, {"flavors": [_flavor(name) for name in sorted(CATALOG)
+            hollow_gpus = (region, action) in self.faults.gpu_fields_missing
+            return Response(200, {"flavors": [_flavor(name, hollow_gpus) for name in sorted(CATALOG)
                                               if name not in self.faults.unoffered_types.get(region, ())]})
         if action == "ListServersDetails":
             limit = int(request.query.get("limit") or 25)
@@ -90,12 +92,23 @@ class HuaweiEmulator(Emulator):
             everything = self.instances.get(region, [])
             start = (page - 1) * limit
             return Response(200, {"count": len(everything),
-                                  "servers": [_server(s) for s in everything[start:start + limit]]})
+                                  "servers": [_server(s, (region, action) in self.faults.gpu_fields_missing)
+                                              for s in everything[start:start + limit]]})
         return _error(404, "APIGW.0101", "The API does not exist or has not been published in the environment.")
 
     def throttled(self, action, region):
         return Response(429, {"error_code": "APIGW.0308", "request_id": request_id(),
                               "error_msg": "The throttling threshold has been reached: policy user over ratelimit"})
+
+    def credentials_rejected(self, kind, request):
+        # The API gateway's answer, for ECS and IAM alike: HTTP 401,
+        # APIGW.0301. Like the real one, it names the AK it refused (an AK
+        # is no secret; the SK never travels).
+        match = _ACCESS.search(request.headers.get("Authorization") or "")
+        reason = "ak %s not exist" % (match.group(1) if match else "") if kind == "unknown_key" \
+            else "verify aksk signature fail"
+        return Response(401, {"error_code": "APIGW.0301", "request_id": request_id(),
+                              "error_msg": "Incorrect IAM authentication information: " + reason})
 
     def unavailable(self, action, region):
         return _error(503, "Ecs.0000", "The ECS service is temporarily unavailable in this region.")
@@ -119,13 +132,15 @@ def _gpus(name):
     return None if gpus is None else [{"name": n, "count": c, "memory_mb": m} for n, c, m in gpus]
 
 
-def _flavor(name):
+def _flavor(name, hollow_gpus=False):
     spec = CATALOG[name]
     extra = {"ecs:performancetype": "gpu" if spec["alias"] else "normal", "resource_type": "IOoptimized"}
-    gpus = _gpus(name)
+    # Faults.gpu_fields_missing: a GPU flavor (by its performance type)
+    # without info:gpus and without the PCI alias's GPU list.
+    gpus = None if hollow_gpus else _gpus(name)
     if gpus:
         extra["info:gpus"] = json.dumps(gpus)
-    if spec["alias"]:
+    if spec["alias"] and not hollow_gpus:
         extra["pci_passthrough:alias"] = spec["alias"]
         extra["pci_passthrough:enable_gpu"] = "true"
     if spec["features"]:
@@ -135,15 +150,17 @@ def _flavor(name):
             "os-flavor-access:is_public": True, "links": [], "os_extra_specs": extra}
 
 
-def _server(inst):
-    addresses = [{"version": "4", "addr": inst["private_ip"], "OS-EXT-IPS:type": "fixed",
-                  "OS-EXT-IPS-MAC:mac_addr": "fa:16:3e:00:00:01", "OS-EXT-IPS:port_id": str(uuid.uuid4())}]
+def _server(inst, hollow_gpus=False):
+    addresses = []
+    if inst["private_ip"]:
+        addresses.append({"version": "4", "addr": inst["private_ip"], "OS-EXT-IPS:type": "fixed",
+                          "OS-EXT-IPS-MAC:mac_addr": "fa:16:3e:00:00:01", "OS-EXT-IPS:port_id": str(uuid.uuid4())})
     if inst["public_ip"]:
         addresses.append({"version": "4", "addr": inst["public_ip"], "OS-EXT-IPS:type": "floating",
                           "OS-EXT-IPS-MAC:mac_addr": "fa:16:3e:00:00:01", "OS-EXT-IPS:port_id": str(uuid.uuid4())})
     flavor = {"id": inst["instance_type"], "name": inst["instance_type"], "disk": "0", "vcpus": "8", "ram": "65536"}
     gpus = _gpus(inst["instance_type"])
-    if gpus is not None:
+    if gpus is not None and not hollow_gpus:
         flavor["gpus"] = gpus
     return {
         "id": inst["instance_id"],

@@ -64,14 +64,16 @@ class TencentEmulator(Emulator):
                 return _error("InvalidParameterValue.Limit", "Limit must be between 1 and 100.")
             everything = self.instances.get(region, [])
             return _ok({"TotalCount": len(everything),
-                        "InstanceSet": [_instance(i) for i in everything[offset:offset + limit]]})
+                        "InstanceSet": [_instance(i, (region, action) in self.faults.gpu_fields_missing)
+                                        for i in everything[offset:offset + limit]]})
         if action == "DescribeInstanceTypeConfigs":
             filters = {f["Name"]: f["Values"] for f in params.get("Filters") or ()}
             if any(len(v) != 1 for v in filters.values()):
                 return _error("InvalidParameterValue.LimitExceeded", "Filter.Values accepts one value.")
             zones = sorted({i["zone"] for i in self.instances.get(region, [])}) or [region + "-1"]
+            hollow_gpus = (region, action) in self.faults.gpu_fields_missing
             configs = [
-                _type_config(name, zone) for zone in zones for name in sorted(CATALOG)
+                _type_config(name, zone, hollow_gpus) for zone in zones for name in sorted(CATALOG)
                 if name not in self.faults.unoffered_types.get(region, ())
                 and filters.get("zone", [zone])[0] == zone
                 and filters.get("instance-type", [name])[0] == name
@@ -83,6 +85,15 @@ class TencentEmulator(Emulator):
     def throttled(self, action, region):
         return _error("RequestLimitExceeded", "Your current request times equals to `21` in a second, "
                       "which exceeds the frequency limit `20` for a second. Please reduce the frequency of calls.")
+
+    def credentials_rejected(self, kind, request):
+        # CVM's answers (HTTP 200, as every CVM error): a SecretId it does
+        # not know, a SecretKey that does not sign as the id's.
+        if kind == "unknown_key":
+            return _error("AuthFailure.SecretIdNotFound",
+                          "The SecretId is not found, please ensure that your SecretId is correct.")
+        return _error("AuthFailure.SignatureFailure",
+                      "The provided credentials could not be validated. Please check your signature is correct.")
 
     def unavailable(self, action, region):
         return _error("InternalError", "An internal error has occurred. Retry your request.")
@@ -101,14 +112,18 @@ def _error(code, message):
     return _ok({"Error": {"Code": code, "Message": message}})
 
 
-def _type_config(name, zone):
+def _type_config(name, zone, hollow_gpus=False):
     spec = CATALOG[name]
-    return {"Zone": zone, "InstanceType": name, "InstanceFamily": name.split(".")[0], "CPU": 8, "Memory": 32,
-            "GPU": int(spec["count"] * 100), "FPGA": 0, "GpuCount": float(spec["count"]),
-            "GpuType": spec["type"], "GpuMemory": float(spec["memory_gib"])}
+    config = {"Zone": zone, "InstanceType": name, "InstanceFamily": name.split(".")[0], "CPU": 8, "Memory": 32,
+              "GPU": int(spec["count"] * 100), "FPGA": 0, "GpuCount": float(spec["count"]),
+              "GpuType": spec["type"], "GpuMemory": float(spec["memory_gib"])}
+    if hollow_gpus:
+        # Faults.gpu_fields_missing: the GPU fields null.
+        config.update(GPU=None, GpuCount=None, GpuType=None, GpuMemory=None)
+    return config
 
 
-def _instance(inst):
+def _instance(inst, hollow_gpus=False):
     spec = CATALOG[inst["instance_type"]]
     body = {
         "InstanceId": inst["instance_id"],
@@ -126,9 +141,12 @@ def _instance(inst):
         "CreatedTime": "2026-11-01T08:00:00Z",
         "VirtualPrivateCloud": {"VpcId": "vpc-emulated", "SubnetId": "subnet-emulated"},
         "RdmaIpAddresses": ["192.168.%s" % inst["private_ip"].split(".", 2)[-1]]
-        if name_is_hcc(inst["instance_type"]) else None,
+        if name_is_hcc(inst["instance_type"]) and inst["private_ip"] else None,
         "GPUInfo": {"GPUCount": float(spec["count"]), "GPUId": [], "GPUType": spec["type"]} if spec["count"] else None,
     }
+    if hollow_gpus and body["GPUInfo"]:
+        # Faults.gpu_fields_missing: a GPU instance's GPUInfo with its fields null.
+        body["GPUInfo"] = {"GPUCount": None, "GPUId": [], "GPUType": None}
     return body
 
 

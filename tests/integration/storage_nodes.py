@@ -11,6 +11,7 @@ by files they created, named after the node, and ``node()`` detaches those
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import hashlib
 import json
@@ -73,8 +74,44 @@ def node(image: str = "localhost/gpufleet-debian:12", *, privileged: bool = Fals
 KMS_PROVIDERS = ("aws", "aliyun", "tencent", "huawei")
 
 
+def _build_kms_client_image(base: str, image: str) -> None:
+    with node(base) as name:
+        rc, out, stats = apply_role(name, "gpufleet.cloud.kms_client", {"kms_client_providers": list(KMS_PROVIDERS)})
+        assert rc == 0 and stats.get("failed") == 0, out[-4000:]
+        # Nodes started from the image get their own machine id at boot.
+        sh(name, ": > /etc/machine-id")
+        subprocess.run(["podman", "commit", "--quiet", name, image], check=True, capture_output=True)
+
+
+def _image_exists(image: str) -> bool:
+    return subprocess.run(["podman", "image", "exists", image], check=False).returncode == 0
+
+
+def _count(path: str) -> int:
+    try:
+        with open(path) as handle:
+            return int(handle.read() or 0)
+    except FileNotFoundError:
+        return 0
+
+
+def _set_count(path: str, count: int) -> None:
+    with open(path, "w") as handle:
+        handle.write(str(count))
+
+
 @contextlib.contextmanager
-def kms_client_image(base: str = "localhost/gpufleet-debian:12"):
+def _locked(path):
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def kms_client_image(shared_dir, base: str = "localhost/gpufleet-debian:12"):
     """A node image with kms_client converged once for every provider (the
     SDKs' venv, python3-venv, the gpufleet-kms helper), made with `podman
     commit`; removed afterwards. Yields the image's name.
@@ -83,19 +120,28 @@ def kms_client_image(base: str = "localhost/gpufleet-debian:12"):
     it instead of installing the SDKs from PyPI on every node; kms_client
     still runs in each of their converges and finds nothing to install.
     Its first install is proven where it is the subject: the
-    encrypted_storage and backup Molecule scenarios, on Debian 12 and 13."""
-    # One image per pytest worker: workers never share (or remove) another's.
-    image = f"localhost/gpufleet-test-kms:{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
-    with node(base) as name:
-        rc, out, stats = apply_role(name, "gpufleet.cloud.kms_client", {"kms_client_providers": list(KMS_PROVIDERS)})
-        assert rc == 0 and stats.get("failed") == 0, out[-4000:]
-        # Nodes started from the image get their own machine id at boot.
-        sh(name, ": > /etc/machine-id")
-        subprocess.run(["podman", "commit", "--quiet", name, image], check=True, capture_output=True)
+    encrypted_storage and backup Molecule scenarios, on Debian 12 and 13.
+
+    One image per test run, shared by its pytest workers: the first worker
+    that asks builds it under a lock in ``shared_dir`` (a directory every
+    worker of the run sees), the others wait and reuse it, and the last to
+    finish removes it. A worker that asks after the image was removed
+    builds it again, so no ordering of workers loses it."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID", uuid.uuid4().hex)[:12]
+    image = f"localhost/gpufleet-test-kms:{run_id}"
+    lock, users = os.path.join(shared_dir, "kms-image.lock"), os.path.join(shared_dir, "kms-image.users")
+    with _locked(lock):
+        if not _image_exists(image):
+            _build_kms_client_image(base, image)
+        _set_count(users, _count(users) + 1)
     try:
         yield image
     finally:
-        subprocess.run(["podman", "rmi", "-f", image], check=False, capture_output=True)
+        with _locked(lock):
+            count = _count(users) - 1
+            _set_count(users, count)
+            if count <= 0:
+                subprocess.run(["podman", "rmi", "-f", image], check=False, capture_output=True)
 
 
 def trust_host_cas(name: str) -> None:

@@ -29,6 +29,8 @@ MONITORING = "gpufleet.cloud.monitoring : "
 DOCKER = "gpufleet.cloud.docker : "
 SECURITY = "gpufleet.cloud.security : "
 NVIDIA_PACKAGES = "gpufleet.cloud.nvidia_packages : "
+BACKUP = "gpufleet.cloud.backup : "
+NODE_HEALTH = "gpufleet.cloud.node_health : "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +85,9 @@ MUTATIONS = (
     # that include it.
     Mutation("lab-node-3", "package hold", ("apt-mark", "unhold", "libnvidia-ml1"),
              (NVIDIA_PACKAGES + "Hold the pinned packages against upgrades [libnvidia-ml1]",)),
+    # The same class through another role's inclusion (nccl's package).
+    Mutation("lab-node-3", "package hold", ("apt-mark", "unhold", "libnccl2"),
+             (NVIDIA_PACKAGES + "Hold the pinned packages against upgrades [libnccl2]",)),
     # Packaged files written over, as NVIDIA's .run installer does to the
     # driver's libraries: dpkg's database still says installed.
     Mutation("lab-node-3", "packaged files",
@@ -116,6 +121,15 @@ MUTATIONS = (
              sh("cp /etc/chrony/chrony.conf /tmp/chrony.conf && echo 'server 127.0.0.8 iburst' >> /etc/chrony/chrony.conf"
                 " && systemctl restart chrony && sleep 1 && cat /tmp/chrony.conf > /etc/chrony/chrony.conf"),
              (BASELINE + "Check that chrony runs its current configuration",), "/etc/chrony/chrony.conf"),
+    # The running firewall's chain opened by its policy, not by a rule.
+    Mutation("lab-node-2", "kernel firewall", ("nft", "chain", "inet", "gpufleet", "input", "{ policy accept ; }"),
+             (SECURITY + "Load the firewall ruleset atomically",), "policy accept"),
+    # Timers stopped in systemd, their unit files untouched: one still
+    # enabled for boot, one disabled too.
+    Mutation("lab-node-1", "timer", ("systemctl", "stop", "gpufleet-backup-prune.timer"),
+             (BACKUP + "Enable and start the timers [gpufleet-backup-prune]",)),
+    Mutation("lab-node-2", "timer", ("systemctl", "disable", "--now", "gpufleet-health.timer"),
+             (NODE_HEALTH + "Enable and start the health check timer",)),
 )
 EXPECTED_DRIFT = {(m.host, resource) for m in MUTATIONS for resource in m.flags}
 
@@ -223,6 +237,7 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     assert "127.0.0.8" in node_exec("gpufleet-lab-2", "chronyc", "-n", "sources").stdout
     exporter = node_exec("gpufleet-lab-1", "sh", "-c", EXPORTER_ARGV)
     assert "--no-collector.hwmon" in exporter.stdout, exporter
+    assert "policy accept" in node_exec("gpufleet-lab-2", "nft", "list", "chain", "inet", "gpufleet", "input").stdout
 
     # One `drift --fix --yes` is the whole cycle: its first scan finds the
     # drift (its reports land in out/), it converges only what drifted, and
@@ -276,7 +291,12 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     # their files' configuration.
     node = "gpufleet-lab-3"
     assert "4444" not in node_exec(node, "nft", "list", "table", "inet", "gpufleet").stdout
-    assert "libnvidia-ml1" in node_exec(node, "apt-mark", "showhold").stdout.split()
+    held = node_exec(node, "apt-mark", "showhold").stdout.split()
+    assert "libnvidia-ml1" in held and "libnccl2" in held, held
+    assert "policy drop" in node_exec("gpufleet-lab-2", "nft", "list", "chain", "inet", "gpufleet", "input").stdout
+    for name, timer in (("gpufleet-lab-1", "gpufleet-backup-prune.timer"), ("gpufleet-lab-2", "gpufleet-health.timer")):
+        assert node_exec(name, "systemctl", "is-active", timer).stdout.strip() == "active", (name, timer)
+        assert node_exec(name, "systemctl", "is-enabled", timer).stdout.strip() == "enabled", (name, timer)
     for package in ("libnvidia-ml1", "prometheus-node-exporter"):
         verify = node_exec(node, "dpkg", "--verify", package)
         # Conffiles aside: the monitoring role writes node_exporter's defaults.

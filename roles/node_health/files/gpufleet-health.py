@@ -13,6 +13,11 @@ Each check ends in one of four results:
 - unknown: should have been checked and could not be (no driver answered,
   the kernel log is not readable, as in a container).
 
+The expected GPU count is the inventory's: a whole number of GPUs; a share
+below 1 (a vGPU slice, Tencent's 0.25) is one partial GPU device, so the
+node must show exactly one; null (the inventory does not know) makes the
+gpu_count check unknown, never a pass and never a failure.
+
 Results go to a JSON report and to node_exporter's textfile collector, both
 replaced atomically. The exit code is 1 when any check fails, else 0, so
 `systemctl --failed` shows a failing node too.
@@ -105,9 +110,38 @@ def pci_gpus(sysfs: Path = Path("/sys/bus/pci/devices")) -> int:
     return count
 
 
-def check_gpu_count(expected: int, status: str, detail: str, gpus: list, on_pci: int) -> dict:
+def expected_count(value) -> int | float | None:
+    """The configured GPU count: None when the inventory does not know it
+    (gpufleet_gpu.count null), a float below 1 for a vGPU share (Tencent's
+    0.25 is a quarter of one GPU), else a whole number. Never None -> 0:
+    unknown is not "no GPU"."""
+    if value is None or value == "":
+        return None
+    number = float(value)
+    if number < 0 or (number >= 1 and not number.is_integer()):
+        raise ValueError(f"expected_gpu_count must be null, a share below 1 or a whole number, got {value!r}")
+    return int(number) if number.is_integer() else number
+
+
+def devices_expected(expected: int | float | None) -> int | None:
+    """GPU devices the node should show: a vGPU share is one (partial) device."""
+    if expected is None:
+        return None
+    return 1 if 0 < expected < 1 else int(expected)
+
+
+def check_gpu_count(expected: int | float | None, status: str, detail: str, gpus: list, on_pci: int) -> dict:
     found = len(gpus)
     seen = f"nvidia-smi reports {found} ({status}{': ' + detail if detail else ''}); {on_pci} NVIDIA GPU(s) on the PCI bus"
+    if expected is None:
+        # Neither a pass nor a failure: there is nothing to compare with.
+        return result("gpu_count", "unknown", f"the inventory does not know this node's GPU count "
+                      f"(gpufleet_gpu.count is null); {seen}", expected=None, found=found)
+    if 0 < expected < 1:
+        what = f"a vGPU share of {expected} of one GPU, seen as 1 device"
+        outcome = "pass" if found == 1 else "fail"
+        verb = "expects" if outcome == "pass" else "promises"
+        return result("gpu_count", outcome, f"the inventory {verb} {what}; {seen}", expected=expected, found=found)
     if found == expected:
         what = "no GPU, and the node has none" if expected == 0 else f"{expected} GPU(s), all present"
         return result("gpu_count", "pass", f"the inventory expects {what}; {seen}", expected=expected, found=found)
@@ -234,7 +268,7 @@ def check_nccl(cfg: dict, requested: bool, gpus: list) -> tuple[dict, float | No
 
 
 def run_checks(cfg: dict, nccl: bool) -> dict:
-    expected = int(cfg["expected_gpu_count"])
+    expected = expected_count(cfg["expected_gpu_count"])
     status, detail, gpus = query_gpus(cfg["nvidia_smi"])
     on_pci = pci_gpus()
     checks = [check_gpu_count(expected, status, detail, gpus, on_pci)]
@@ -243,10 +277,13 @@ def run_checks(cfg: dict, nccl: bool) -> dict:
         no_gpu = ""
     elif expected == 0:
         no_gpu = f"no GPU on this node ({status})"
+    elif expected is None:
+        no_gpu = f"could not check: the inventory does not know this node's GPUs and none answered ({status})"
     else:
         no_gpu = f"could not check: the inventory promises {expected} GPU(s) and none answered ({status})"
+    # An unknown count may hide GPUs: their kernel log is read all the same.
     xid, events = check_xid(
-        int(cfg["xid_window_minutes"]), [int(x) for x in cfg["xid_ignore"]], expected > 0 or bool(gpus), no_gpu
+        int(cfg["xid_window_minutes"]), [int(x) for x in cfg["xid_ignore"]], expected != 0 or bool(gpus), no_gpu
     )
     busbw = None
     if gpu_checks_apply:
@@ -271,6 +308,7 @@ def run_checks(cfg: dict, nccl: bool) -> dict:
         "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "status": overall,
         "gpus_expected": expected,
+        "gpu_devices_expected": devices_expected(expected),
         "gpus_found": len(gpus),
         "nvidia_smi": {"status": status, "detail": detail},
         "pci_nvidia_gpus": on_pci,
@@ -290,9 +328,10 @@ def metrics(report: dict, now: float) -> str:
             value = 1 if check["result"] == outcome else 0
             lines.append(f'gpufleet_health_check{{check="{escape(check["check"])}",result="{outcome}"}} {value}')
     lines += [
-        "# HELP gpufleet_health_gpus_expected GPUs the inventory promises on this node.",
+        "# HELP gpufleet_health_gpus_expected GPUs the inventory promises on this node (below 1: a vGPU share; "
+        "NaN: unknown).",
         "# TYPE gpufleet_health_gpus_expected gauge",
-        f"gpufleet_health_gpus_expected {report['gpus_expected']}",
+        f"gpufleet_health_gpus_expected {'NaN' if report['gpus_expected'] is None else report['gpus_expected']}",
         "# HELP gpufleet_health_gpus_found GPUs nvidia-smi reports on this node.",
         "# TYPE gpufleet_health_gpus_found gauge",
         f"gpufleet_health_gpus_found {report['gpus_found']}",

@@ -134,3 +134,36 @@ def test_credentials_never_reach_the_output(clouds):
     assert run.returncode == 0, run.stderr
     assert "test-secret" not in run.stdout + run.stderr
     assert "LTAI-test" not in run.stdout + run.stderr
+
+
+LIST_ACTIONS = {"aliyun": "DescribeInstances", "tencent": "DescribeInstances", "huawei": "ListServersDetails",
+                "aws": "DescribeInstances"}
+
+
+@pytest.mark.parametrize("cloud", sorted(EMULATORS))
+def test_a_failed_listing_page_fails_its_region_and_the_exit_code_follows_strict_regions(clouds, cloud, tmp_path):
+    env = cloud_env(clouds)
+    broken, healthy = regions_of(cloud)[:2]
+    faults = clouds[cloud].faults
+    action = LIST_ACTIONS[cloud]
+    config = yaml.safe_load((MULTICLOUD / FILES[cloud]).read_text())
+    try:
+        faults.fail_page(broken, action, 1)
+        lenient = ansible_inventory(env, "-i", "inventories/" + cloud, "--list")
+        assert lenient.returncode == 0, lenient.stderr
+        # Warnings may be wrapped across lines.
+        said = " ".join(lenient.stderr.split())
+        assert "region %s failed" % broken in said and "%s page 1 failed" % action in said
+        hostvars = plain(json.loads(lenient.stdout)["_meta"]["hostvars"])
+        regions = {v["gpufleet_region"] for v in hostvars.values()}
+        assert broken not in regions and healthy in regions
+
+        config["strict_regions"] = True
+        (tmp_path / FILES[cloud]).write_text(yaml.safe_dump(config))
+        faults.fail_page(broken, action, 1)
+        strict = ansible_inventory(env, "-i", str(tmp_path / FILES[cloud]), "--list")
+        assert strict.returncode != 0
+        said = " ".join(strict.stderr.split())
+        assert "%s page 1 failed" % action in said and "strict_regions is on" in said
+    finally:
+        faults.fail_page(broken, action, None)

@@ -80,3 +80,14 @@ def test_a_failure_beside_another_stage_fails_make_and_both_are_reported(tmp_pat
     assert "failed (exit 1)" in row(out.stdout, "fake-fail")
     assert row(out.stdout, "fake-pass").split()[1] == "passed"
     assert (tmp_path / "late-ran").exists()
+
+
+def test_a_side_by_side_group_logs_its_wall_time_and_prefixes_each_stages_output(tmp_path):
+    out = stages(tmp_path, "fake-ping+fake-pong")
+    assert out.returncode == 0, out.stdout + out.stderr
+    group = row(out.stdout, "fake-ping+fake-pong").split()
+    assert group[1:4] == ["passed", "(side", "by"] and group[-1].isdigit()
+    # The `timed` helper's line of each stage carries that stage's name.
+    lines = out.stdout.split("== make test: stages ==", 1)[0].splitlines()
+    assert any(line.startswith("[fake-ping] fake-ping ") for line in lines), out.stdout
+    assert any(line.startswith("[fake-pong] fake-pong ") for line in lines), out.stdout

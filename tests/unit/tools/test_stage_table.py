@@ -63,3 +63,30 @@ def test_the_last_run_of_a_stage_counts_and_noise_is_ignored(tmp_path):
 def test_without_stages_it_says_how_to_call_it(tmp_path):
     out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, check=False)
     assert out.returncode == 2 and "Usage" in out.stderr
+
+
+def test_a_group_reports_each_stage_and_its_own_wall_time_which_is_what_the_total_adds(tmp_path):
+    log = "unit 61s rc=0\nlint 22s rc=0\nunit+lint 63s rc=0\nmolecule 100s rc=0\n"
+    out = run(tmp_path, log, "unit+lint", "molecule")
+    assert out.returncode == 0, out.stdout
+    table = rows(out.stdout)
+    assert table["unit"].split() == ["unit", "passed", "61"]
+    assert table["lint"].split() == ["lint", "passed", "22"]
+    assert table["unit+lint"].split() == ["unit+lint", "passed", "(side", "by", "side)", "63"]
+    # 63 + 100: the overlapping stages' 61 + 22 are not added.
+    assert table["total"].split() == ["total", "passed", "163"]
+
+
+def test_a_failed_stage_fails_its_group(tmp_path):
+    out = run(tmp_path, "unit 61s rc=0\nlint 22s rc=1\nunit+lint 63s rc=0\n", "unit+lint")
+    assert out.returncode == 1
+    table = rows(out.stdout)
+    assert table["unit+lint"].split()[1] == "failed" and "failed (exit 1)" in table["lint"]
+
+
+def test_a_group_whose_stage_never_started_is_failed(tmp_path):
+    out = run(tmp_path, "unit 61s rc=0\n", "unit+lint")
+    assert out.returncode == 1
+    table = rows(out.stdout)
+    assert "did not start" in table["lint"] and table["unit+lint"].split()[1] == "failed"
+    assert table["unit+lint"].split()[-1] == "-"

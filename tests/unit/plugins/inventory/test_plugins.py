@@ -72,8 +72,17 @@ def test_types_the_lookup_does_not_know_lose_no_instance(cloud, start_emulator, 
     grouped = {h.name for h in inventory.groups["gpu_unknown"].get_hosts()} if "gpu_unknown" in inventory.groups else set()
     assert grouped == unknown
     if cloud == "aws":
-        # An EC2 instance carries no GPU data of its own: all of the region's.
-        assert unknown == {i["instance_id"] for i in seeded if i["region"] == region}
+        # An EC2 instance carries no GPU data of its own: each of the
+        # region's has the built-in catalogue's where it lists the type
+        # (every GPU type of the emulator's), else unknown (the CPU type).
+        from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_catalogue
+        in_region = [i for i in seeded if i["region"] == region]
+        assert unknown == {i["instance_id"] for i in in_region if not _gpu_catalogue.lookup(cloud, i["instance_type"])}
+        for inst in in_region:
+            variables = inventory.get_host(inst["instance_id"]).get_vars()
+            if inst["instance_id"] not in unknown:
+                assert variables["gpufleet_gpu_source"] == "catalogue"
+                assert variables["gpufleet_gpu"] == _gpu_catalogue.lookup(cloud, inst["instance_type"])
     assert not any("failed" in w and "region %s failed" % region in w for w in warnings)
 
 
@@ -94,3 +103,52 @@ def test_a_hollow_listing_reply_fails_its_region_never_empties_it(cloud, start_e
     assert len(failed) == 1 and "answered without" in failed[0] and "not read as empty" in failed[0]
     if emulator.instances.get(second):
         assert second in regions
+
+
+def test_gpu_fields_missing_keep_the_host_with_catalogue_or_unknown_gpus(
+        cloud, start_emulator, run_inventory, warnings):
+    from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_catalogue
+    from tests.unit.plugins.module_utils.test_discovery_clouds import CATALOGUED, TYPE_ACTION
+
+    emulator = start_emulator(cloud)
+    region = CLOUDS[cloud]["regions"][0]
+    listed, unlisted = CATALOGUED[cloud]
+    seeded = emulator.seed([{"region": region, "instance_type": t, "name": "node-%d" % i}
+                            for i, t in enumerate((listed, unlisted))])
+    for action in (CLOUDS[cloud]["list_action"], TYPE_ACTION[cloud]):
+        emulator.faults.gpu_fields_missing.add((region, action))
+    inventory = run_inventory(plugin_config(cloud, emulator, hostnames=["instance_id"]))
+    ids = {i["instance_type"]: i["instance_id"] for i in seeded}
+    # gpu_only (the default) keeps both: one from the catalogue, one unknown.
+    assert {h.name for h in inventory.groups["all"].get_hosts()} == set(ids.values())
+    catalogued = inventory.get_host(ids[listed]).get_vars()
+    gpu = _gpu_catalogue.lookup(cloud, listed)
+    assert catalogued["gpufleet_gpu"] == gpu and catalogued["gpufleet_gpu_source"] == "catalogue"
+    assert inventory.get_host(ids[listed]) in inventory.groups["gpu_" + gpu["model"].lower()].get_hosts()
+    unknown = inventory.get_host(ids[unlisted]).get_vars()
+    assert unknown["gpufleet_gpu"]["count"] is None and unknown["gpufleet_gpu_source"] == "unknown"
+    assert {h.name for h in inventory.groups["gpu_unknown"].get_hosts()} == {ids[unlisted]}
+    assert any(ids[listed] in w and "catalogue" in w for w in warnings), warnings
+    assert any(ids[unlisted] in w and "unknown" in w for w in warnings), warnings
+
+
+def test_a_fractional_vgpu_is_a_gpu_host_with_its_share(cloud, start_emulator, run_inventory):
+    if cloud != "tencent":
+        pytest.skip("only Tencent sells vGPU slices as a GPUCount below 1")
+    emulator = start_emulator(cloud)
+    region = CLOUDS[cloud]["regions"][0]
+    [quarter] = emulator.seed([{"region": region, "instance_type": "GNV4.3XLARGE46"}])
+    inventory = run_inventory(plugin_config(
+        cloud, emulator, hostnames=["instance_id"],
+        keyed_groups=[{"key": "gpufleet_gpu.count | string", "prefix": "gpus"}],
+        groups={"whole_gpus": "gpufleet_gpu.count is not none and gpufleet_gpu.count >= 1",
+                "gpu_share": "gpufleet_gpu.count is not none and 0 < gpufleet_gpu.count < 1"}))
+    host = inventory.get_host(quarter["instance_id"])
+    count = host.get_vars()["gpufleet_gpu"]["count"]
+    # Kept by gpu_only, as the number it is: a float 0.25, never int 0.
+    assert count == 0.25 and isinstance(count, float)
+    assert host in inventory.groups["gpu_a10"].get_hosts()
+    assert host in inventory.groups["gpu_share"].get_hosts()
+    assert "whole_gpus" not in inventory.groups or host not in inventory.groups["whole_gpus"].get_hosts()
+    keyed = [g for g in inventory.groups if g.startswith("gpus_")]
+    assert keyed == ["gpus_0_25"], keyed

@@ -211,3 +211,52 @@ def test_a_lookup_throttled_past_its_retries_is_not_split():
 def test_no_warning_when_every_lookup_answers():
     result = d.discover(TypedAdapter([[("i-1", "p5")]]), ["us-east-1"])
     assert result.warnings == [] and result.records[0]["gpu_source"] == "api"
+
+
+class Refused(Exception):
+    """An SDK's error with the code a cloud refuses credentials with."""
+
+    code = "AuthFailure"
+
+
+class RefusingAdapter(FakeAdapter):
+    """Refuses the credentials in some regions (AWS does so in an opt-in
+    region the account has not enabled), wrapped as a listing wraps it."""
+
+    cloud_name = "AWS"
+    key_options = ("access_key", "secret_key")
+    key_env = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    other_sources = "a profile"
+    auth_error_codes = frozenset(("AuthFailure",))
+
+    def __init__(self, regions, refusing):
+        super().__init__(regions)
+        self.refusing = set(refusing)
+
+    def list_records(self, region):
+        if region in self.refusing:
+            try:
+                raise Refused("not validated (key s3cr3t-value)")
+            except Refused as exc:
+                raise RuntimeError("page 1 failed") from exc
+        return super().list_records(region)
+
+
+def test_a_region_that_refuses_the_credentials_fails_alone_naming_the_options():
+    adapter = RefusingAdapter(REGIONS, refusing={"eu-west-1"})
+    result = d.discover(adapter, REGIONS)
+    assert [f.region for f in result.failures] == ["eu-west-1"]
+    failure = result.failures[0]
+    assert isinstance(failure.rejected, d.CredentialsError)
+    assert failure.error.startswith("AWS rejected the credentials of the access_key and secret_key options "
+                                    "(AuthFailure: not validated (key ********))")
+    assert {r["region"] for r in result.records} == set(REGIONS) - {"eu-west-1"}
+    # Another region's failure is no refusal.
+    assert d.discover(FakeAdapter(REGIONS, failing={"eu-west-1"}), REGIONS).failures[0].rejected is None
+
+
+def test_credentials_refused_in_every_region_are_one_error():
+    with pytest.raises(d.CredentialsError) as info:
+        d.discover(RefusingAdapter(REGIONS, refusing=REGIONS), REGIONS)
+    assert str(info.value).startswith("AWS rejected the credentials of the access_key and secret_key options")
+    assert "s3cr3t-value" not in str(info.value) + info.value.detail

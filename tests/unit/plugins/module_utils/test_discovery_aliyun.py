@@ -49,3 +49,16 @@ def test_cpu_instance_has_no_gpu():
     record = record_from_instance("cn-hangzhou", instance(GPUSpec="", GPUAmount=0, Status="Stopped"))
     assert record["gpu"] == {"model": None, "count": 0, "memory_mib": None}
     assert record["state"] == "stopped"
+
+
+def test_gpu_fields_missing_come_from_the_type_else_are_unknown():
+    from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery_aliyun import AliyunAdapter
+    bare = instance(GPUSpec=None, GPUAmount=None)
+    # Looked up, as a GPU instance is.
+    assert AliyunAdapter.instance_type_of(None, bare) == "ecs.gn7i-c8g1.2xlarge"
+    from_type = record_from_instance("cn-hangzhou", bare, {"model": "NVIDIA A10", "count": 1, "memory_mib": 24576})
+    assert from_type["gpu"] == {"model": "A10", "count": 1, "memory_mib": 24576} and from_type["gpu_source"] == "api"
+    for type_data in (None, {"model": None, "count": None, "memory_mib": None}):
+        record = record_from_instance("cn-hangzhou", bare, type_data)
+        assert record["gpu"] == {"model": None, "count": None, "memory_mib": None}
+        assert record["gpu_source"] == "unknown"

@@ -44,3 +44,13 @@ def test_an_unknown_type_leaves_the_gpu_unknown_never_empty():
 def test_a_known_type_without_gpus_has_none_from_the_api():
     record = record_from_instance("us-east-1", instance(InstanceType="m5.large"), {"rdma": "none"})
     assert record["gpu"]["count"] == 0 and record["gpu_source"] == "api"
+
+
+def test_gpu_info_without_its_gpus_or_counts_is_unknown_not_none():
+    for gpu_info in ({}, {"Gpus": []}, {"Gpus": [{"Manufacturer": "NVIDIA", "MemoryInfo": {"SizeInMiB": 22888}}]}):
+        info = type_info({"InstanceType": "g5.xlarge", "GpuInfo": gpu_info})
+        assert info == {"rdma": "none", "gpu_unknown": True}, gpu_info
+        record = record_from_instance("us-east-1", instance(InstanceType="g5.xlarge"), info)
+        assert record["gpu"]["count"] is None and record["gpu_source"] == "unknown"
+    # No GpuInfo at all is EC2's "no GPU".
+    assert type_info({"InstanceType": "m5.large"}) == {"rdma": "none"}

@@ -20,6 +20,7 @@ from ansible_collections.gpufleet.cloud.plugins.module_utils import (
     _discovery_aws,
     _discovery_huawei,
     _discovery_tencent,
+    _gpu_catalogue,
 )
 from ansible_collections.gpufleet.cloud.plugins.module_utils._retry import RetryPolicy
 from tests.unit.plugins.conftest import CLOUDS
@@ -36,6 +37,9 @@ ADAPTER_MODULES = {
     "huawei": _discovery_huawei,
     "aws": _discovery_aws,
 }
+# The action each adapter looks instance types up with.
+TYPE_ACTION = {"aliyun": "DescribeInstanceTypes", "tencent": "DescribeInstanceTypeConfigs", "huawei": "ListFlavors",
+               "aws": "DescribeInstanceTypes"}
 # How each emulator says "this region is down".
 UNAVAILABLE = {"aliyun": "ServiceUnavailable", "tencent": "InternalError", "huawei": "Ecs.0000", "aws": "Unavailable"}
 
@@ -161,3 +165,117 @@ def test_a_missing_sdk_names_the_library(cloud, monkeypatch):
         adapter_for(cloud, None)
     assert info.value.library == ADAPTER_MODULES[cloud].LIBRARY
     assert ADAPTER_MODULES[cloud].HAS_SDK
+
+
+# Per cloud: a GPU type the built-in catalogue lists, and a GPU type it
+# does not (each in the emulator's own catalogue).
+CATALOGUED = {
+    "aliyun": ("ecs.gn7i-c8g1.2xlarge", "ecs.sccgn7ex.32xlarge"),
+    "tencent": ("GN7.2XLARGE32", "HCCPNV4h.48XLARGE1152"),
+    "huawei": ("pi2.2xlarge.4", "p3.2xlarge.8"),
+    "aws": ("g5.2xlarge", "g5g.xlarge"),
+}
+
+
+def test_gpu_fields_missing_keep_the_instance_with_catalogue_or_unknown_gpus(cloud, start_emulator):
+    emulator = start_emulator(cloud)
+    region, healthy = CLOUDS[cloud]["regions"]
+    listed, unlisted = CATALOGUED[cloud]
+    assert _gpu_catalogue.lookup(cloud, listed) and _gpu_catalogue.lookup(cloud, unlisted) is None
+    seeded = emulator.seed([{"region": r, "instance_type": t, "name": "%s-%d" % (r, i)}
+                            for r in (region, healthy) for i, t in enumerate((listed, unlisted))])
+    # Both the listing and the type lookup without GPU fields: where the
+    # instance carries its own (Alibaba, Tencent) and where only the type does.
+    for action in (CLOUDS[cloud]["list_action"], TYPE_ACTION[cloud]):
+        emulator.faults.gpu_fields_missing.add((region, action))
+    adapter = adapter_for(cloud, emulator)
+    result = discover(adapter, [region, healthy])
+    assert result.complete
+    by_id = {r["instance_id"]: r for r in result.records}
+    assert set(by_id) == {i["instance_id"] for i in seeded if i}
+    ids = {(i["region"], i["instance_type"]): i["instance_id"] for i in seeded if i}
+    from_catalogue, unknown = by_id[ids[region, listed]], by_id[ids[region, unlisted]]
+    assert from_catalogue["gpu_source"] == "catalogue"
+    assert from_catalogue["gpu"] == _gpu_catalogue.lookup(cloud, listed)
+    assert from_catalogue["gpu"]["count"] >= 1
+    assert unknown["gpu_source"] == "unknown"
+    assert unknown["gpu"] == {"model": None, "count": None, "memory_mib": None}
+    # The healthy region's are the API's own.
+    assert {by_id[ids[healthy, t]]["gpu_source"] for t in (listed, unlisted)} == {"api"}
+    assert by_id[ids[healthy, listed]]["gpu"]["count"] == from_catalogue["gpu"]["count"]
+    # A warning names each instance and what happened to its GPU data.
+    said = [w.message for w in result.warnings if w.region == region]
+    assert any(ids[region, listed] in m and "catalogue" in m and listed in m for m in said), said
+    assert any(ids[region, unlisted] in m and "unknown" in m for m in said), said
+    assert not [w for w in result.warnings if w.region == healthy]
+
+
+def test_a_fractional_vgpu_count_stays_the_number_it_is(cloud, start_emulator):
+    if cloud != "tencent":
+        pytest.skip("only Tencent sells vGPU slices as a GPUCount below 1")
+    emulator = start_emulator(cloud)
+    region = CLOUDS[cloud]["regions"][0]
+    emulator.seed([{"region": region, "instance_type": "GNV4.3XLARGE46"}])
+    [record] = discover(adapter_for(cloud, emulator), [region]).records
+    assert record["gpu"] == {"model": "A10", "count": 0.25, "memory_mib": 6144}
+    assert isinstance(record["gpu"]["count"], float) and record["gpu_source"] == "api"
+    assert gr.matches(record, gpu_only=True)
+
+
+@pytest.mark.parametrize("kind", ["unknown_key", "bad_signature"])
+def test_rejected_credentials_name_the_options_and_never_the_secret(cloud, kind, start_emulator):
+    emulator = start_emulator(cloud, count=4)
+    emulator.faults.rejected_credentials = kind
+    key_option, secret_option = CLOUDS[cloud]["credentials"]
+    secret = CLOUDS[cloud]["credentials"][secret_option]
+    # Listed regions, and regions discovered through the API: one error,
+    # not a failure per region, and no retry (a refusal is not throttling).
+    for regions in (CLOUDS[cloud]["regions"], []):
+        sleeps = []
+        adapter = adapter_for(cloud, emulator, sleeps=sleeps)
+        with pytest.raises(CredentialsError) as info:
+            discover(adapter, regions)
+        message = str(info.value)
+        assert message.startswith(adapter.cloud_name + " rejected the credentials of the %s and %s options"
+                                  % (key_option, secret_option)), message
+        for name in adapter.key_env:
+            assert name in message
+        assert "region" not in message
+        assert secret not in message + info.value.detail
+        assert sleeps == []
+
+
+def test_rejected_credentials_from_the_environment_name_the_variables(cloud, start_emulator, monkeypatch):
+    emulator = start_emulator(cloud, count=4)
+    emulator.faults.rejected_credentials = "unknown_key"
+    adapter = adapter_for(cloud, emulator, credentials={})
+    key_var, secret_var = adapter.key_env
+    monkeypatch.setenv(key_var, "ENV-key-id")
+    monkeypatch.setenv(secret_var, "env-secret-value")
+    if cloud == "aliyun":
+        # This SDK reads its environment once, when it is imported.
+        from alibabacloud_credentials.utils import auth_util
+        monkeypatch.setattr(auth_util, "environment_access_key_id", "ENV-key-id")
+        monkeypatch.setattr(auth_util, "environment_access_key_secret", "env-secret-value")
+    with pytest.raises(CredentialsError) as info:
+        discover(adapter, CLOUDS[cloud]["regions"])
+    message = str(info.value)
+    assert message.startswith(adapter.cloud_name + " rejected the credentials its SDK found"), message
+    assert "correct %s and %s" % (key_var, secret_var) in message
+    assert "or set the %s options" % " and ".join(CLOUDS[cloud]["credentials"]) in message
+    assert "env-secret-value" not in message + info.value.detail
+    # A secret the chain found is masked like a configured one.
+    assert adapter.describe_error(RuntimeError("echoed env-secret-value")) == "RuntimeError: echoed ********"
+
+
+def test_no_credentials_name_the_variables_and_keep_the_sdk_reason_apart(cloud):
+    adapter = adapter_for(cloud, None, credentials={})
+    with pytest.raises(CredentialsError) as info:
+        adapter.check_credentials()
+    message = str(info.value)
+    for name in adapter.key_env:
+        assert name in message
+    # The chain's story (each provider that found nothing) is the detail,
+    # not the message: the message is one sentence of what to set.
+    assert message.startswith("no %s credentials: set the " % adapter.cloud_name)
+    assert "\n" not in message and "Traceback" not in message

@@ -55,3 +55,17 @@ def test_flavor_extra_specs_give_gpus_and_rdma():
     assert (specs_only["model"], specs_only["count"]) == ("m60", 1)
     assert flavor_info(FlavorExtraSpec(infogpus="not json")) == {"rdma": "none"}
     assert flavor_info(None) == {"rdma": "none"}
+
+
+def test_a_gpu_flavor_without_its_gpu_fields_is_unknown_not_none():
+    hollow = flavor_info(FlavorExtraSpec(ecsperformancetype="gpu"))
+    assert hollow == {"rdma": "none", "gpu_unknown": True}
+    record = record_from_server("cn-north-4", server(), hollow)
+    assert record["gpu"]["count"] is None and record["gpu_source"] == "unknown"
+    # Counts null in info:gpus are missing too, not 0.
+    assert flavor_info(FlavorExtraSpec(ecsperformancetype="gpu", infogpus=json.dumps([{"name": "T4", "count": None}])))[
+        "gpu_unknown"]
+    # A flavor of another performance type without GPUs has none.
+    cpu = flavor_info(FlavorExtraSpec(ecsperformancetype="normal"))
+    assert cpu == {"rdma": "none"}
+    assert record_from_server("cn-north-4", server(), cpu)["gpu"]["count"] == 0

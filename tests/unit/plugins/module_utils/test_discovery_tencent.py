@@ -46,3 +46,21 @@ def test_gpu_facts_come_from_the_type_when_gpuinfo_is_null():
     record = record_from_instance("ap-guangzhou", instance(GPUInfo=None),
                                   {"model": "NVIDIA A800", "count": 8, "memory_mib": 81920})
     assert record["gpu"] == {"model": "A800", "count": 8, "memory_mib": 81920}
+
+
+def test_gpu_fields_missing_are_unknown_never_no_gpu():
+    from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery_tencent import TencentAdapter
+    null_count = instance(GPUInfo={"GPUCount": None, "GPUType": None})
+    # Asked about: its type's lookup may still have the GPU data.
+    assert TencentAdapter.instance_type_of(None, null_count) == "GN7.2XLARGE32"
+    record = record_from_instance("ap-guangzhou", null_count)
+    assert record["gpu"] == {"model": None, "count": None, "memory_mib": None} and record["gpu_source"] == "unknown"
+    # No GPUInfo on a type the catalogue knows has GPUs: missing, not none.
+    absent = instance(GPUInfo=None)
+    assert TencentAdapter.instance_type_of(None, absent) == "GN7.2XLARGE32"
+    assert record_from_instance("ap-guangzhou", absent)["gpu_source"] == "unknown"
+    # No GPUInfo on a type without GPUs: CVM's way of saying "no GPU".
+    cpu = instance(InstanceType="S5.LARGE8", GPUInfo=None)
+    assert TencentAdapter.instance_type_of(None, cpu) is None
+    cpu_record = record_from_instance("ap-guangzhou", cpu)
+    assert cpu_record["gpu"]["count"] == 0 and cpu_record["gpu_source"] == "api"

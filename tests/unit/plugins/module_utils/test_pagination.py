@@ -57,3 +57,24 @@ def test_page_number_paging_counts_pages_from_one():
         return ITEMS[start:start + limit], None
     assert sum(pg.by_page_number(fetch, 10), []) == ITEMS
     assert asked == [1, 2, 3]
+
+
+@pytest.mark.parametrize("scheme", [pg.by_offset, pg.by_page_number])
+def test_a_short_page_below_the_total_count_is_an_error_not_the_end(scheme):
+    # Page 2 comes back empty while the server still counts 23: the listing
+    # must not end there as if the region held 10 instances.
+    pages = scheme(lambda marker, limit: (ITEMS[:limit] if marker in (0, 1) else [], len(ITEMS)), 10)
+    assert next(pages) == ITEMS[:10]
+    with pytest.raises(pg.PaginationError, match="page 2 held 0 instance.* total count is 23 and only 10"):
+        next(pages)
+
+
+def test_a_total_that_drops_while_paging_still_ends_the_listing():
+    # One instance deleted between the pages: the last page is short and the
+    # new total agrees with what was seen.
+    totals = iter((23, 22, 22))
+
+    def fetch(offset, limit):
+        total = next(totals)
+        return ITEMS[:total][offset:offset + limit], total
+    assert len(sum(pg.by_offset(fetch, 10), [])) == 22

@@ -105,16 +105,20 @@ def test_missing_credentials_fail_with_what_to_set(capsys):
 def test_a_type_the_region_does_not_offer_keeps_its_instance_as_unknown(start_emulator, capsys):
     emulator = start_emulator("aws")
     emulator.seed([{"region": "us-east-1", "instance_type": "p5.48xlarge", "name": "h100"},
-                   {"region": "us-east-1", "instance_type": "p3dn.24xlarge", "name": "v100"}])
-    emulator.faults.unoffered_types["us-east-1"] = {"p3dn.24xlarge"}
+                   {"region": "us-east-1", "instance_type": "p3dn.24xlarge", "name": "v100"},
+                   {"region": "us-east-1", "instance_type": "g5g.xlarge", "name": "t4g"}])
+    emulator.faults.unoffered_types["us-east-1"] = {"p3dn.24xlarge", "g5g.xlarge"}
     code, result = run_module(module_args("aws", emulator), capsys)
     assert code == 0 and result["failed_regions"] == []
     by_name = {r["name"]: r for r in result["instances"]}
     assert by_name["h100"]["gpu"]["count"] == 8 and by_name["h100"]["gpu_source"] == "api"
-    assert by_name["v100"]["gpu"] == {"model": None, "count": None, "memory_mib": None}
-    assert by_name["v100"]["gpu_source"] == "unknown"
+    # The built-in catalogue lists p3dn.24xlarge; nothing lists g5g.xlarge.
+    assert by_name["v100"]["gpu"] == {"model": "V100", "count": 8, "memory_mib": 32768}
+    assert by_name["v100"]["gpu_source"] == "catalogue"
+    assert by_name["t4g"]["gpu"] == {"model": None, "count": None, "memory_mib": None}
+    assert by_name["t4g"]["gpu_source"] == "unknown"
     assert any("p3dn.24xlarge" in w for w in result["warnings"])
 
     code, result = run_module(module_args("aws", emulator, gpu_unknown=False), capsys)
-    assert [r["name"] for r in result["instances"]] == ["h100"]
+    assert sorted(r["name"] for r in result["instances"]) == ["h100", "v100"]
     assert any("is left out: its GPU data is unknown" in w for w in result["warnings"])

@@ -246,3 +246,71 @@ def test_pci_gpus_reads_sysfs(tmp_path, monkeypatch):
         (tmp_path / name / "class").write_text(klass + "\n")
     # Two NVIDIA GPUs (3D and VGA); the NVSwitch bridge and the Intel GPU do not count.
     assert health.pci_gpus(tmp_path) == 2
+
+
+# ---- a vGPU share, an unknown count ------------------------------------------
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, None), ("", None), (0, 0), ("2", 2), (8.0, 8), (0.25, 0.25), ("0.5", 0.5),
+])
+def test_expected_count_keeps_a_share_and_unknown(value, expected):
+    got = health.expected_count(value)
+    assert got == expected and type(got) is type(expected)
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "many"])
+def test_expected_count_refuses_what_no_inventory_says(value):
+    with pytest.raises(ValueError):
+        health.expected_count(value)
+
+
+def test_a_vgpu_share_expects_one_gpu_device():
+    share = health.check_gpu_count(0.25, "ok", "", [gpu()], 1)
+    assert share["result"] == "pass" and "vGPU share of 0.25" in share["detail"]
+    assert share["data"] == {"expected": 0.25, "found": 1}
+    # int(0.25) would have expected no GPU and failed the one it has; a
+    # share with no device, or with two, is not what the inventory says.
+    assert health.check_gpu_count(0.25, "no_gpu", "nvidia-smi listed no GPU", [], 0)["result"] == "fail"
+    assert health.check_gpu_count(0.5, "ok", "", [gpu(0), gpu(1)], 2)["result"] == "fail"
+
+
+def test_an_unknown_count_is_unknown_neither_pass_nor_fail():
+    for gpus in ([], [gpu()], [gpu(0), gpu(1)]):
+        r = health.check_gpu_count(None, "ok" if gpus else "no_gpu", "", gpus, len(gpus))
+        assert r["result"] == "unknown" and "does not know" in r["detail"]
+        assert r["data"] == {"expected": None, "found": len(gpus)}
+
+
+def test_a_vgpu_node_runs_the_gpu_checks(tmp_path, fake_nvidia_smi):
+    report = health.run_checks(config(tmp_path, fake_nvidia_smi([gpu()]), 0.25), nccl=False)
+    assert report["status"] == "pass", report
+    assert (report["gpus_expected"], report["gpu_devices_expected"], report["gpus_found"]) == (0.25, 1, 1)
+    assert by_check(report)["ecc"]["result"] == "pass"
+
+
+def test_an_unknown_count_with_no_gpu_leaves_the_gpu_checks_unknown(tmp_path, fake_nvidia_smi, capsys):
+    cfg = config(tmp_path, fake_nvidia_smi(rc=6, message="No devices were found"), None)
+    report = health.run_checks(cfg, nccl=False)
+    # Not "pass" (a GPU may be missing) and not "fail" (none was promised).
+    assert report["status"] == "unknown"
+    checks = by_check(report)
+    assert checks["gpu_count"]["result"] == "unknown"
+    for name in ("driver_version", "persistence_mode", "ecc", "pcie_link", "nccl_busbw"):
+        assert checks[name]["result"] == "unknown" and "does not know" in checks[name]["detail"]
+    # The kernel log is read all the same: it would show a lost GPU.
+    assert checks["xid"]["result"] == "pass"
+    (tmp_path / "health.json").write_text(json.dumps(cfg))
+    assert health.main(["--config", str(tmp_path / "health.json")]) == 0
+    metrics = (tmp_path / "gpufleet_health.prom").read_text()
+    assert "gpufleet_health_gpus_expected NaN" in metrics
+    assert 'gpufleet_health_check{check="gpu_count",result="unknown"} 1' in metrics
+    assert json.loads((tmp_path / "report.json").read_text())["gpus_expected"] is None
+
+
+def test_an_unknown_count_with_gpus_checks_them(tmp_path, fake_nvidia_smi):
+    report = health.run_checks(config(tmp_path, fake_nvidia_smi([gpu(0), gpu(1)]), None), nccl=False)
+    assert report["status"] == "unknown"
+    checks = by_check(report)
+    assert checks["gpu_count"]["result"] == "unknown"
+    assert checks["ecc"]["result"] == "pass" and checks["persistence_mode"]["result"] == "pass"

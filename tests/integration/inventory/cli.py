@@ -27,3 +27,18 @@ def plain(value):
     if isinstance(value, list):
         return [plain(v) for v in value]
     return value
+
+
+def cloud_env_for(cloud, url, key, secret):
+    """The environment that points ``cloud``'s plugin at an emulator at
+    ``url``, with the key pair given in the SDK's own variables (and the
+    SDK's metadata-service lookup off where it would make one)."""
+    return {
+        "aws": {"GPUFLEET_AWS_ENDPOINT": url, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret,
+                "AWS_EC2_METADATA_DISABLED": "true"},
+        "aliyun": {"GPUFLEET_ALIYUN_ENDPOINT": url, "ALIBABA_CLOUD_ACCESS_KEY_ID": key,
+                   "ALIBABA_CLOUD_ACCESS_KEY_SECRET": secret, "ALIBABA_CLOUD_ECS_METADATA_DISABLED": "true"},
+        "tencent": {"GPUFLEET_TENCENT_ENDPOINT": url, "TENCENTCLOUD_SECRET_ID": key, "TENCENTCLOUD_SECRET_KEY": secret},
+        "huawei": {"GPUFLEET_HUAWEI_ENDPOINT": url, "HUAWEICLOUD_SDK_IAM_ENDPOINT": url,
+                   "HUAWEICLOUD_SDK_AK": key, "HUAWEICLOUD_SDK_SK": secret},
+    }[cloud]

@@ -19,7 +19,7 @@ from tests.emulators.aws import AwsEmulator
 from tests.emulators.huawei import HuaweiEmulator
 from tests.emulators.tencent import TencentEmulator
 from tests.integration.helpers import ROOT, ansible_env
-from tests.integration.inventory.cli import ansible_inventory, plain
+from tests.integration.inventory.cli import ansible_inventory, cloud_env_for, plain
 
 pytestmark = pytest.mark.inventory
 
@@ -53,17 +53,10 @@ def clouds():
 
 def cloud_env(clouds):
     env = ansible_env()
-    env.update({
-        "GPUFLEET_ALIYUN_ENDPOINT": clouds["aliyun"].url,
-        "ALIBABA_CLOUD_ACCESS_KEY_ID": "LTAI-test", "ALIBABA_CLOUD_ACCESS_KEY_SECRET": "test-secret",
-        "ALIBABA_CLOUD_ECS_METADATA_DISABLED": "true",
-        "GPUFLEET_TENCENT_ENDPOINT": clouds["tencent"].url,
-        "TENCENTCLOUD_SECRET_ID": "AKID-test", "TENCENTCLOUD_SECRET_KEY": "test-secret",
-        "GPUFLEET_HUAWEI_ENDPOINT": clouds["huawei"].url, "HUAWEICLOUD_SDK_IAM_ENDPOINT": clouds["huawei"].url,
-        "HUAWEICLOUD_SDK_AK": "HW-test", "HUAWEICLOUD_SDK_SK": "test-secret",
-        "GPUFLEET_AWS_ENDPOINT": clouds["aws"].url,
-        "AWS_ACCESS_KEY_ID": "AKIA-test", "AWS_SECRET_ACCESS_KEY": "test-secret", "AWS_EC2_METADATA_DISABLED": "true",
-    })
+    pairs = {"aliyun": ("LTAI-test", "test-secret"), "tencent": ("AKID-test", "test-secret"),
+             "huawei": ("HW-test", "test-secret"), "aws": ("AKIA-test", "test-secret")}
+    for cloud, (key, secret) in pairs.items():
+        env.update(cloud_env_for(cloud, clouds[cloud].url, key, secret))
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2"):
         env.pop(name, None)
     return env

@@ -17,13 +17,13 @@ from tests.emulators.aws import AwsEmulator
 from tests.emulators.huawei import HuaweiEmulator
 from tests.emulators.tencent import TencentEmulator
 from tests.integration.helpers import ROOT
-from tests.integration.inventory.cli import ansible_inventory
+from tests.integration.inventory.cli import ansible_inventory, cloud_env_for
 
 pytestmark = pytest.mark.inventory
 
 # Per cloud: its inventory folder's file, the start of its one message,
-# the options and variables that message must name, and the environment
-# that points the plugin at its emulator with the key pair given.
+# the options and variables that message must name (cli.cloud_env_for
+# points the plugin at its emulator).
 CLOUDS = {
     "aws": {
         "emulator": AwsEmulator,
@@ -32,8 +32,6 @@ CLOUDS = {
         "rejected": "AWS rejected the credentials",
         "names": ("access_key", "secret_key", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"),
         "codes": {"unknown_key": "AuthFailure", "bad_signature": "SignatureDoesNotMatch"},
-        "env": lambda url, key, secret: {"GPUFLEET_AWS_ENDPOINT": url, "AWS_ACCESS_KEY_ID": key,
-                                         "AWS_SECRET_ACCESS_KEY": secret, "AWS_EC2_METADATA_DISABLED": "true"},
     },
     "aliyun": {
         "emulator": AliyunEmulator,
@@ -42,9 +40,6 @@ CLOUDS = {
         "rejected": "Alibaba Cloud rejected the credentials",
         "names": ("access_key_id", "access_key_secret", "ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET"),
         "codes": {"unknown_key": "InvalidAccessKeyId.NotFound", "bad_signature": "SignatureDoesNotMatch"},
-        "env": lambda url, key, secret: {"GPUFLEET_ALIYUN_ENDPOINT": url, "ALIBABA_CLOUD_ACCESS_KEY_ID": key,
-                                         "ALIBABA_CLOUD_ACCESS_KEY_SECRET": secret,
-                                         "ALIBABA_CLOUD_ECS_METADATA_DISABLED": "true"},
     },
     "tencent": {
         "emulator": TencentEmulator,
@@ -53,8 +48,6 @@ CLOUDS = {
         "rejected": "Tencent Cloud rejected the credentials",
         "names": ("secret_id", "secret_key", "TENCENTCLOUD_SECRET_ID", "TENCENTCLOUD_SECRET_KEY"),
         "codes": {"unknown_key": "AuthFailure.SecretIdNotFound", "bad_signature": "AuthFailure.SignatureFailure"},
-        "env": lambda url, key, secret: {"GPUFLEET_TENCENT_ENDPOINT": url, "TENCENTCLOUD_SECRET_ID": key,
-                                         "TENCENTCLOUD_SECRET_KEY": secret},
     },
     "huawei": {
         "emulator": HuaweiEmulator,
@@ -63,8 +56,6 @@ CLOUDS = {
         "rejected": "Huawei Cloud rejected the credentials",
         "names": ("access_key", "secret_key", "HUAWEICLOUD_SDK_AK", "HUAWEICLOUD_SDK_SK"),
         "codes": {"unknown_key": "APIGW.0301", "bad_signature": "APIGW.0301"},
-        "env": lambda url, key, secret: {"GPUFLEET_HUAWEI_ENDPOINT": url, "HUAWEICLOUD_SDK_IAM_ENDPOINT": url,
-                                         "HUAWEICLOUD_SDK_AK": key, "HUAWEICLOUD_SDK_SK": secret},
     },
 }
 # What a failed inventory source prints besides our one message: ansible's
@@ -136,7 +127,7 @@ def test_rejected_credentials_name_what_to_fix_and_never_the_secret(cloud, kind,
     emulator = spec["emulator"](regions=config["regions"]).start()
     try:
         emulator.faults.rejected_credentials = kind
-        env = {**bare_env(home), **spec["env"](emulator.url, "KEY-rejected", SECRET)}
+        env = {**bare_env(home), **cloud_env_for(cloud, emulator.url, "KEY-rejected", SECRET)}
         run = ansible_inventory(env, "-i", str(path), "--graph")
     finally:
         emulator.stop()
@@ -163,7 +154,7 @@ def test_rejected_options_name_the_options_and_never_the_secret(cloud, tmp_path)
     try:
         emulator.faults.rejected_credentials = "unknown_key"
         # The endpoint from the environment, the keys from the file only.
-        env = {**bare_env(home), **{k: v for k, v in spec["env"](emulator.url, "unused", "unused").items()
+        env = {**bare_env(home), **{k: v for k, v in cloud_env_for(cloud, emulator.url, "unused", "unused").items()
                                     if k.endswith(("ENDPOINT", "METADATA_DISABLED"))}}
         run = ansible_inventory(env, "-i", str(path), "--list", "-vvv")
     finally:

@@ -17,6 +17,21 @@ from tests.integration.helpers import gpufleet, kill_site_run_at, run_playbook
 # Where the first converge is cut off: a task of the node-wide roles.
 SITE_CUT_AT = "TASK [gpufleet.cloud.monitoring : "
 
+# The shared fleet: one plain Debian 12 node and one GPU-stack node (Debian
+# 13, site.yml's GPU play). A second plain node would converge the same
+# roles with the same variables on the same release as the first, in every
+# fleet-wide run of the session, and prove nothing the first does not: each
+# mutation of the drift matrix names its host, and the scan must report it
+# on that host only, which two nodes of different kinds show.
+LAB_UP = ("--nodes", "2", "--gpu-stack", "1")
+PLAIN_NODE, GPU_NODE = "lab-node-1", "lab-node-2"
+LAB_HOSTS = (PLAIN_NODE, GPU_NODE)
+
+
+def lab_container(host: str) -> str:
+    """The podman container of a lab host (lab-node-2 is gpufleet-lab-2)."""
+    return "gpufleet-lab-" + host.rsplit("-", 1)[1]
+
 
 def _unavailable(reason: str):
     # In CI a missing prerequisite is a broken setup, never a silent skip.
@@ -73,10 +88,10 @@ def lab_fleet(*up_args: str):
 
 @pytest.fixture(scope="session")
 def lab():
-    """The lab fleet the lab and drift tests share: three fresh nodes, the
-    last one a GPU-stack node; removed at the end of the session. Both
+    """The lab fleet the lab and drift tests share: two fresh nodes (LAB_UP),
+    the second a GPU-stack node; removed at the end of the session. Both
     modules are in one xdist group, so one worker holds it."""
-    with lab_fleet("--gpu-stack", "1"):
+    with lab_fleet(*LAB_UP):
         yield
 
 

@@ -2,7 +2,7 @@
 hand on one node found exactly, the HTML report looked at in a real browser,
 --fix, and an unreachable node reported while the others still are.
 
-The lab's third node is a GPU-stack node (`gpufleet lab up --gpu-stack 1`):
+The lab's second node is a GPU-stack node (LAB_UP, tests/integration/conftest.py):
 it also takes site.yml's GPU play, so Docker's daemon.json and
 /etc/nccl.conf are resources of this fleet too."""
 
@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from tests.integration.conftest import GPU_NODE, LAB_HOSTS, LAB_UP, PLAIN_NODE, lab_container
 from tests.integration.helpers import ROOT, gpufleet, node_exec
 from tests.prometheus import serve
 
@@ -50,51 +51,51 @@ def sh(script):
     return ("sh", "-c", script)
 
 
-# Applied in one batch, on all three nodes, so the matrix costs one
+# Applied in one batch, on both nodes, so the matrix costs one
 # `drift --fix` cycle. Adding a class means adding rows. Order matters
 # within a node: jq is used before it is removed.
 MUTATIONS = (
-    # lab-node-3, the GPU-stack node.
-    Mutation("lab-node-3", "file (JSON) and the daemon that reads it",
+    # The GPU-stack node.
+    Mutation(GPU_NODE, "file (JSON) and the daemon that reads it",
              sh("jq '.\"log-opts\".\"max-size\" = \"1g\"' /etc/docker/daemon.json > /tmp/daemon.json"
                 " && cat /tmp/daemon.json > /etc/docker/daemon.json"),
              # The file differs, and dockerd runs the configuration from
              # before it changed: two states, two records.
              (DOCKER + "Write daemon.json", DOCKER + "Check that dockerd runs its current configuration"), "1g"),
-    Mutation("lab-node-3", "file", sh("echo NCCL_DEBUG=TRACE >> /etc/nccl.conf"),
+    Mutation(GPU_NODE, "file", sh("echo NCCL_DEBUG=TRACE >> /etc/nccl.conf"),
              ("gpufleet.cloud.nccl : Write /etc/nccl.conf",), "TRACE"),
-    Mutation("lab-node-3", "sysctl file",
+    Mutation(GPU_NODE, "sysctl file",
              ("sed", "-i", "s/^vm.zone_reclaim_mode=0/vm.zone_reclaim_mode=1/", "/etc/sysctl.d/90-gpufleet-baseline.conf"),
              (BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [vm.zone_reclaim_mode]",)),
-    Mutation("lab-node-3", "package", ("apt-get", "remove", "-y", "-qq", "jq"), (BASELINE + "Install base packages",)),
+    Mutation(GPU_NODE, "package", ("apt-get", "remove", "-y", "-qq", "jq"), (BASELINE + "Install base packages",)),
     # A stopped daemon runs no older configuration: only its start reports.
-    Mutation("lab-node-3", "service state", ("systemctl", "stop", "chrony"), (BASELINE + "Enable and start chrony",)),
-    Mutation("lab-node-3", "file", sh("echo 'server 127.0.0.9 iburst' >> /etc/chrony/chrony.conf"),
+    Mutation(GPU_NODE, "service state", ("systemctl", "stop", "chrony"), (BASELINE + "Enable and start chrony",)),
+    Mutation(GPU_NODE, "file", sh("echo 'server 127.0.0.9 iburst' >> /etc/chrony/chrony.conf"),
              (BASELINE + "Configure chrony",), "127.0.0.9"),
-    Mutation("lab-node-3", "file mode", ("chmod", "0666", "/etc/security/limits.d/90-gpufleet-baseline.conf"),
+    Mutation(GPU_NODE, "file mode", ("chmod", "0666", "/etc/security/limits.d/90-gpufleet-baseline.conf"),
              (BASELINE + "Set memlock and nofile limits for login sessions",)),
-    Mutation("lab-node-3", "service state", ("systemctl", "stop", "prometheus-node-exporter"),
+    Mutation(GPU_NODE, "service state", ("systemctl", "stop", "prometheus-node-exporter"),
              (MONITORING + "Enable and start node_exporter",)),
     # A hole made in the running firewall: the file and the table's comment
     # stay as the role wrote them.
-    Mutation("lab-node-3", "kernel firewall",
+    Mutation(GPU_NODE, "kernel firewall",
              ("nft", "add", "rule", "inet", "gpufleet", "input", "tcp", "dport", "4444", "accept"),
              (SECURITY + "Load the firewall ruleset atomically",), "4444"),
     # A pinned driver package released from its hold: a resource of the
     # internal nvidia_packages role, which --fix reaches through the roles
     # that include it.
-    Mutation("lab-node-3", "package hold", ("apt-mark", "unhold", "libnvidia-ml1"),
+    Mutation(GPU_NODE, "package hold", ("apt-mark", "unhold", "libnvidia-ml1"),
              (NVIDIA_PACKAGES + "Hold the pinned packages against upgrades [libnvidia-ml1]",)),
     # The same class through another role's inclusion (nccl's package).
-    Mutation("lab-node-3", "package hold", ("apt-mark", "unhold", "libnccl2"),
+    Mutation(GPU_NODE, "package hold", ("apt-mark", "unhold", "libnccl2"),
              (NVIDIA_PACKAGES + "Hold the pinned packages against upgrades [libnccl2]",)),
     # Packaged files written over, as NVIDIA's .run installer does to the
     # driver's libraries: dpkg's database still says installed.
-    Mutation("lab-node-3", "packaged files",
+    Mutation(GPU_NODE, "packaged files",
              sh("f=$(dpkg -L libnvidia-ml1 | grep -E '/libnvidia-ml[.]so[.][0-9]+[.]' | head -n 1)"
                 " && test -f \"$f\" && echo tampered >> \"$f\""),
              (NVIDIA_PACKAGES + "Verify the pinned packages' files against dpkg's checksums",), "libnvidia-ml1: /usr/lib/"),
-    Mutation("lab-node-3", "packaged files", sh("echo tampered >> /usr/bin/prometheus-node-exporter"),
+    Mutation(GPU_NODE, "packaged files", sh("echo tampered >> /usr/bin/prometheus-node-exporter"),
              (MONITORING + "Verify node_exporter's files against dpkg's checksums",),
              "/usr/bin/prometheus-node-exporter (checksum differs)"),
     # Running configuration against written configuration: each file ends
@@ -102,13 +103,13 @@ MUTATIONS = (
     # is put back a second after the start, as a person would: a change
     # within 50 ms of the start is within the clocks' resolution, and not
     # taken for a later one (service_config's _SLACK_S).
-    Mutation("lab-node-1", "running configuration",
+    Mutation(PLAIN_NODE, "running configuration",
              # sshd allowed passwords when it started; its file says no again.
              sh("f=/etc/ssh/sshd_config.d/00-gpufleet-security.conf && cp -p $f /tmp/sshd.conf"
                 " && sed -i 's/^PasswordAuthentication no/PasswordAuthentication yes/' $f"
                 " && systemctl restart ssh && sleep 1 && cat /tmp/sshd.conf > $f"),
              (SECURITY + "Check that sshd runs its current configuration",), "00-gpufleet-security.conf"),
-    Mutation("lab-node-1", "running configuration",
+    Mutation(PLAIN_NODE, "running configuration",
              # Started with other flags by a drop-in, which is gone again.
              sh("d=/etc/systemd/system/prometheus-node-exporter.service.d && mkdir -p $d"
                 " && printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/prometheus-node-exporter $ARGS"
@@ -116,19 +117,19 @@ MUTATIONS = (
                 " && systemctl daemon-reload && systemctl restart prometheus-node-exporter"
                 " && rm $d/by-hand.conf && systemctl daemon-reload"),
              (MONITORING + "Check that node_exporter runs its current configuration",), "--no-collector.hwmon"),
-    Mutation("lab-node-2", "running configuration",
+    Mutation(PLAIN_NODE, "running configuration",
              # chronyd polls a server its file no longer lists.
              sh("cp /etc/chrony/chrony.conf /tmp/chrony.conf && echo 'server 127.0.0.8 iburst' >> /etc/chrony/chrony.conf"
                 " && systemctl restart chrony && sleep 1 && cat /tmp/chrony.conf > /etc/chrony/chrony.conf"),
              (BASELINE + "Check that chrony runs its current configuration",), "/etc/chrony/chrony.conf"),
     # The running firewall's chain opened by its policy, not by a rule.
-    Mutation("lab-node-2", "kernel firewall", ("nft", "chain", "inet", "gpufleet", "input", "{ policy accept ; }"),
+    Mutation(PLAIN_NODE, "kernel firewall", ("nft", "chain", "inet", "gpufleet", "input", "{ policy accept ; }"),
              (SECURITY + "Load the firewall ruleset atomically",), "policy accept"),
     # Timers stopped in systemd, their unit files untouched: one still
     # enabled for boot, one disabled too.
-    Mutation("lab-node-1", "timer", ("systemctl", "stop", "gpufleet-backup-prune.timer"),
+    Mutation(PLAIN_NODE, "timer", ("systemctl", "stop", "gpufleet-backup-prune.timer"),
              (BACKUP + "Enable and start the timers [gpufleet-backup-prune]",)),
-    Mutation("lab-node-2", "timer", ("systemctl", "disable", "--now", "gpufleet-health.timer"),
+    Mutation(PLAIN_NODE, "timer", ("systemctl", "disable", "--now", "gpufleet-health.timer"),
              (NODE_HEALTH + "Enable and start the health check timer",)),
 )
 EXPECTED_DRIFT = {(m.host, resource) for m in MUTATIONS for resource in m.flags}
@@ -138,8 +139,7 @@ EXPECTED_DRIFT = {(m.host, resource) for m in MUTATIONS for resource in m.flags}
 EXPORTER_ARGV = "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value prometheus-node-exporter)/cmdline"
 
 
-def container(host):
-    return "gpufleet-lab-" + host.rsplit("-", 1)[1]
+PLAIN, GPU = lab_container(PLAIN_NODE), lab_container(GPU_NODE)
 
 
 def drift(tmp_path, name, *extra):
@@ -174,7 +174,7 @@ def not_in_sync(report):
 
 @pytest.fixture(scope="module")
 def converged(first_converge):
-    """The session's fleet (three nodes, the last one with the GPU stack),
+    """The session's fleet (a plain node and a GPU-stack node, LAB_UP),
     converged by its first converge (tests/integration/conftest.py)."""
     for run in (first_converge.first, first_converge.second):
         assert run.returncode == 0, run.stdout[-3000:]
@@ -188,7 +188,7 @@ def test_a_converged_fleet_is_clean(converged, first_converge):
     assert report["summary"]["in_sync_percent"] == 100.0
     assert report["summary"]["coverage_percent"] == 100.0
     assert report["summary"]["states"].get("in-sync", 0) > 0
-    assert set(report["hosts"]) == {"lab-node-1", "lab-node-2", "lab-node-3"}
+    assert set(report["hosts"]) == set(LAB_HOSTS)
 
 
 def test_prometheus_scrapes_every_lab_node(converged, tmp_path):
@@ -197,11 +197,11 @@ def test_prometheus_scrapes_every_lab_node(converged, tmp_path):
     # firewall, which admits only security_monitoring_cidrs (the host's
     # bridge address, in the lab).
     targets = {}
-    for index in (1, 2, 3):
-        node = f"gpufleet-lab-{index}"
+    for host in LAB_HOSTS:
+        node = lab_container(host)
         address = subprocess.run(["podman", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", node],
                                  capture_output=True, text=True, check=True).stdout.strip()
-        targets[f"lab-node-{index}"] = f"{address}:9100"
+        targets[host] = f"{address}:9100"
         # A backup and a health check now, so their metrics exist: their
         # timers' first runs come a minute or more after the converge.
         for unit in ("gpufleet-backup.service", "gpufleet-health.service"):
@@ -221,23 +221,22 @@ def test_prometheus_scrapes_every_lab_node(converged, tmp_path):
 
 
 def test_the_gpu_stack_node_took_the_gpu_play(converged):
-    node = "gpufleet-lab-3"
+    node = GPU
     assert node_exec(node, "systemctl", "is-active", "docker").stdout.strip() == "active"
     daemon = json.loads(node_exec(node, "cat", "/etc/docker/daemon.json").stdout)
     assert daemon["log-opts"]["max-size"] == "100m"
     assert "NCCL_SOCKET_IFNAME=eth0" in node_exec(node, "cat", "/etc/nccl.conf").stdout
-    for plain in ("gpufleet-lab-1", "gpufleet-lab-2"):
-        assert node_exec(plain, "test", "-e", "/etc/nccl.conf").returncode == 1, plain
+    assert node_exec(PLAIN, "test", "-e", "/etc/nccl.conf").returncode == 1, PLAIN
 
 
 def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     for mutation in MUTATIONS:
-        assert node_exec(container(mutation.host), *mutation.argv).returncode == 0, mutation
+        assert node_exec(lab_container(mutation.host), *mutation.argv).returncode == 0, mutation
     # The running-configuration rows change what runs, not only a file.
-    assert "127.0.0.8" in node_exec("gpufleet-lab-2", "chronyc", "-n", "sources").stdout
-    exporter = node_exec("gpufleet-lab-1", "sh", "-c", EXPORTER_ARGV)
+    assert "127.0.0.8" in node_exec(PLAIN, "chronyc", "-n", "sources").stdout
+    exporter = node_exec(PLAIN, "sh", "-c", EXPORTER_ARGV)
     assert "--no-collector.hwmon" in exporter.stdout, exporter
-    assert "policy accept" in node_exec("gpufleet-lab-2", "nft", "list", "chain", "inet", "gpufleet", "input").stdout
+    assert "policy accept" in node_exec(PLAIN, "nft", "list", "chain", "inet", "gpufleet", "input").stdout
 
     # One `drift --fix --yes` is the whole cycle: its first scan finds the
     # drift (its reports land in out/), it converges only what drifted, and
@@ -253,18 +252,18 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
                           if r["host"] == mutation.host and r["resource"] == mutation.flags[0])
             assert mutation.shows in json.dumps(record["diff"]), f"{mutation}: the diff shows the hand-made change"
     table = result.stdout.split("\n\n")[0]
-    assert all(host in table for host in ("lab-node-1", "lab-node-2", "lab-node-3")), table
+    assert all(host in table for host in LAB_HOSTS), table
     # The first scan's summary line says what a plain scan would exit with.
     assert "exit 2" in result.stdout.split("fix: converge")[0]
     # Only the drifted nodes are converged, and the internal role's
     # resources are reached through the roles that include it.
     fixed = next(line for line in result.stdout.splitlines() if line.startswith("fix: converge "))
-    assert fixed.startswith("fix: converge lab-node-1, lab-node-2, lab-node-3 for "), fixed
+    assert fixed.startswith(f"fix: converge {', '.join(LAB_HOSTS)} for "), fixed
     assert "nvidia_driver" in fixed.split(" for ", 1)[1].split(", "), fixed
 
     # JUnit: each node's suite has its own failures.
     junit = (out / "report.xml").read_text()
-    for host in ("lab-node-1", "lab-node-2", "lab-node-3"):
+    for host in LAB_HOSTS:
         failures = sum(1 for h, _r in EXPECTED_DRIFT if h == host)
         assert re.search(rf'name="{host}" tests="\d+" failures="{failures}"', junit), (host, failures)
 
@@ -278,23 +277,23 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     assert shot.stat().st_size > 10_000
     dom = subprocess.run([browser, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120,
                          check=True).stdout
-    assert "Drifted: lab-node-1, lab-node-2, lab-node-3</p>" in dom
+    assert f"Drifted: {', '.join(LAB_HOSTS)}</p>" in dom
     assert ">0%</b>nodes in sync" in dom
 
     # After the fix: the second scan exits 0 with every resource in sync.
     assert result.returncode == 0, result.stdout[-3000:]
     after = json.loads((out / "after-fix" / "report.json").read_text())
     assert after["summary"]["exit_code"] == 0 and not_in_sync(after) == set()
-    assert set(after["hosts"]) == {"lab-node-1", "lab-node-2", "lab-node-3"}
+    assert set(after["hosts"]) == set(LAB_HOSTS)
     # The kernel runs the file's table again: the hole is closed; the hold
     # is back; the packaged files are the package's again; the daemons run
     # their files' configuration.
-    node = "gpufleet-lab-3"
+    node = GPU
     assert "4444" not in node_exec(node, "nft", "list", "table", "inet", "gpufleet").stdout
     held = node_exec(node, "apt-mark", "showhold").stdout.split()
     assert "libnvidia-ml1" in held and "libnccl2" in held, held
-    assert "policy drop" in node_exec("gpufleet-lab-2", "nft", "list", "chain", "inet", "gpufleet", "input").stdout
-    for name, timer in (("gpufleet-lab-1", "gpufleet-backup-prune.timer"), ("gpufleet-lab-2", "gpufleet-health.timer")):
+    assert "policy drop" in node_exec(PLAIN, "nft", "list", "chain", "inet", "gpufleet", "input").stdout
+    for name, timer in ((PLAIN, "gpufleet-backup-prune.timer"), (PLAIN, "gpufleet-health.timer")):
         assert node_exec(name, "systemctl", "is-active", timer).stdout.strip() == "active", (name, timer)
         assert node_exec(name, "systemctl", "is-enabled", timer).stdout.strip() == "enabled", (name, timer)
     for package in ("libnvidia-ml1", "prometheus-node-exporter"):
@@ -302,8 +301,8 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
         # Conffiles aside: the monitoring role writes node_exporter's defaults.
         changed = [line for line in verify.stdout.splitlines() if line[10:11] != "c"]
         assert verify.returncode == 0 and changed == [], f"{package}: {verify.stdout}"
-    assert "127.0.0.8" not in node_exec("gpufleet-lab-2", "chronyc", "-n", "sources").stdout
-    exporter = node_exec("gpufleet-lab-1", "sh", "-c", EXPORTER_ARGV)
+    assert "127.0.0.8" not in node_exec(PLAIN, "chronyc", "-n", "sources").stdout
+    exporter = node_exec(PLAIN, "sh", "-c", EXPORTER_ARGV)
     assert "--no-collector.hwmon" not in exporter.stdout, exporter
     # History has both scans, the drifted one first.
     history = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
@@ -317,17 +316,17 @@ RESTIC = "set -a; . /etc/gpufleet/backup/restic.env; set +a; restic --no-cache"
 def test_a_second_lab_up_keeps_every_backup(converged, tmp_path):
     # `gpufleet lab up` on a running lab restarts its object store. Its
     # data must survive that: a backup made before is restored after.
-    node = "gpufleet-lab-1"
+    node = PLAIN
     assert node_exec(node, "systemctl", "start", "gpufleet-backup.service").returncode == 0
     before = node_exec(node, "sh", "-c", f"{RESTIC} snapshots --json")
     assert before.returncode == 0, before.stderr
     snapshots = sorted(s["id"] for s in json.loads(before.stdout))
     assert snapshots, "the backup made a snapshot"
 
-    up = gpufleet("lab", "up", "--gpu-stack", "1")
+    up = gpufleet("lab", "up", *LAB_UP)
     if up.returncode != 0:
         # The fleet is removed at the session's end: keep what its nodes say.
-        for name in ("gpufleet-lab-1", "gpufleet-lab-2", "gpufleet-lab-3"):
+        for name in map(lab_container, LAB_HOSTS):
             for argv in (["systemctl", "list-jobs"], ["systemctl", "--failed"], ["journalctl", "-n", "40", "--no-pager"]):
                 seen = node_exec(name, *argv)
                 print(f"== {name}: {' '.join(argv)} (rc {seen.returncode})\n{seen.stdout}{seen.stderr}")
@@ -344,7 +343,7 @@ def test_a_second_lab_up_keeps_every_backup(converged, tmp_path):
         node_exec(node, "cat", "/etc/hostname").stdout
     node_exec(node, "rm", "-rf", "/tmp/restore-check")
     # That the second `lab up` made no drift on the untouched nodes is the
-    # next test's scan: lab-node-1 and -2 must be all in sync there.
+    # next test's scan: the plain node must be all in sync there.
 
 
 def test_an_unreachable_node_is_reported_and_the_others_still_are(converged, first_converge, tmp_path):
@@ -355,16 +354,15 @@ def test_an_unreachable_node_is_reported_and_the_others_still_are(converged, fir
     # restart made no drift on the nodes nobody touched.
     clean = first_converge.report
     per_host = {h: sum(1 for r in clean["records"] if r["host"] == h) for h in clean["hosts"]}
-    subprocess.run(["podman", "stop", "-t", "2", "gpufleet-lab-3"], check=True, capture_output=True)
+    subprocess.run(["podman", "stop", "-t", "2", GPU], check=True, capture_output=True)
     try:
         result, report, _out = drift(tmp_path, "down")
     finally:
-        subprocess.run(["podman", "start", "gpufleet-lab-3"], check=True, capture_output=True)
+        subprocess.run(["podman", "start", GPU], check=True, capture_output=True)
         # The fleet is the session's: leave it as it was, booted and on SSH.
-        assert wait_for(lambda: "ssh=up" in lab_status("gpufleet-lab-3"), 120), lab_status("gpufleet-lab-3")
+        assert wait_for(lambda: "ssh=up" in lab_status(GPU), 120), lab_status(GPU)
     assert result.returncode & 8, result.stdout
     assert result.returncode == 8, "only the unreachable bit: nothing drifted or failed"
-    assert report["hosts"]["lab-node-3"]["state"] == "unreachable"
-    for host in ("lab-node-1", "lab-node-2"):
-        records = [r for r in report["records"] if r["host"] == host]
-        assert len(records) == per_host[host] and all(r["state"] == "in-sync" for r in records)
+    assert report["hosts"][GPU_NODE]["state"] == "unreachable"
+    records = [r for r in report["records"] if r["host"] == PLAIN_NODE]
+    assert len(records) == per_host[PLAIN_NODE] and all(r["state"] == "in-sync" for r in records)

@@ -1,0 +1,54 @@
+"""Every step tag works on its own (`--tags <role>_<step>`), which needs two
+things of every role's task files, checked here for all roles at once:
+
+- the preflight, which sets the facts the other steps read, is tagged
+  `always`, so it runs whatever step is selected;
+- a role whose steps read `ansible_facts.packages` outside its install step
+  reads them in its preflight in check mode (`_common`'s `packages`), since
+  a run limited to another step never reaches the install step's read.
+
+The real runs (each step tag in check mode on a fresh and a converged node)
+are in docs/testing.md; this keeps the structure that makes them pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+PUBLIC = sorted(p.parent.parent.name for p in ROOT.glob("roles/*/tasks/main.yml")
+                if not p.parent.parent.name.startswith("_") and (p.parent / "preflight.yml").exists())
+
+
+def main_tasks(role):
+    return yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
+
+
+def test_every_role_with_a_preflight_is_checked():
+    assert len(PUBLIC) >= 12, PUBLIC
+
+
+@pytest.mark.parametrize("role", PUBLIC)
+def test_the_preflight_runs_for_every_step_tag(role):
+    imports = [t for t in main_tasks(role) if t.get("ansible.builtin.import_tasks") == "preflight.yml"]
+    assert len(imports) == 1, f"{role}: tasks/main.yml must import preflight.yml once"
+    assert imports[0]["tags"][0] == role and "always" in imports[0]["tags"], imports[0]
+    # Every other step carries the role's tag and a step tag of its own.
+    for task in main_tasks(role):
+        tags = task.get("tags", [])
+        assert role in tags and any(t.startswith(role + "_") for t in tags), (role, task.get("name"))
+
+
+@pytest.mark.parametrize("role", PUBLIC)
+def test_packages_read_in_check_mode_are_read_by_the_preflight(role):
+    tasks = ROOT / "roles" / role / "tasks"
+    readers = sorted(p.name for p in tasks.glob("*.yml")
+                     if p.name not in ("install.yml", "preflight.yml") and "ansible_facts.packages" in p.read_text())
+    if not readers:
+        pytest.skip(f"{role}: no step outside install reads the installed packages")
+    preflight = yaml.safe_load((tasks / "preflight.yml").read_text())
+    assert any((t.get("ansible.builtin.import_role") or {}).get("tasks_from") == "packages"
+               and t["ansible.builtin.import_role"]["name"] == "gpufleet.cloud._common" for t in preflight), (
+        f"{role}: {readers} read ansible_facts.packages; its preflight must import gpufleet.cloud._common's packages")

@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from gpufleet.lab import _nodes
 from tests.integration.helpers import gpufleet, kill_site_run_at, run_playbook
 
 # Where the first converge is cut off: a task of the node-wide roles.
@@ -29,8 +30,9 @@ LAB_HOSTS = (PLAIN_NODE, GPU_NODE)
 
 
 def lab_container(host: str) -> str:
-    """The podman container of a lab host (lab-node-2 is gpufleet-lab-2)."""
-    return "gpufleet-lab-" + host.rsplit("-", 1)[1]
+    """The podman container of a lab host (lab-node-2 is gpufleet-lab-2), as
+    the lab names it."""
+    return _nodes.node(int(host.rsplit("-", 1)[1])).name
 
 
 def _unavailable(reason: str):

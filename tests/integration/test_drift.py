@@ -279,6 +279,25 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
                          check=True).stdout
     assert f"Drifted: {', '.join(LAB_HOSTS)}</p>" in dom
     assert ">0%</b>nodes in sync" in dom
+    # The hosts x roles grid: each node's row marks drifted exactly the roles
+    # of its hand-made drift, and no other cell is out of sync (the grid's
+    # columns are the records' roles, the prefix Ansible gives a role's task
+    # names: "gpufleet.cloud.baseline : ..." is column baseline). Its
+    # section lists those resources, with diffs.
+    from tests.unit.gpufleet.drift.helpers import Page
+
+    shown = Page(dom)
+    assert sorted(shown.rows) == sorted(LAB_HOSTS), shown.rows
+    for host in LAB_HOSTS:
+        resources = {resource for h, resource in EXPECTED_DRIFT if h == host}
+        roles = {resource.split(" : ", 1)[0].rsplit(".", 1)[-1] for resource in resources}
+        out_of_sync = {role: state for (h, role), state in shown.cells.items()
+                       if h == host and state not in ("in-sync", "none")}
+        assert out_of_sync == dict.fromkeys(roles, "drifted"), (host, out_of_sync)
+        section = shown.sections[host]
+        assert all(resource in section.text for resource in resources), (host, section.text[:3000])
+        assert section.diffs, f"{host}: its section shows its drifted resources' diffs"
+    assert set(shown.links) <= set(shown.ids), "every grid link goes to a host's section"
 
     # After the fix: the second scan exits 0 with every resource in sync.
     assert result.returncode == 0, result.stdout[-3000:]

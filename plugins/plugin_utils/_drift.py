@@ -43,7 +43,7 @@ READ_ONLY_ACTIONS = frozenset(
         "wait_for_connection", "getent", "ping",
     )
     for a in (name, "ansible.builtin." + name, "ansible.legacy." + name)
-) | frozenset(("gpufleet.cloud.gpu_facts", "gpu_facts"))
+) | frozenset(("gpufleet.cloud.gpu_facts", "gpu_facts", "gpufleet.cloud.preflight", "preflight"))
 
 # Actions that cannot be checked without running them.
 COMMAND_ACTIONS = frozenset(

@@ -16,6 +16,14 @@ GOOD = {
 }
 
 CASES = {
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"backup_path": ["/srv"], "gpufleet_strict_inputs": True},
+        "backup_path",
+        "did you mean backup_paths?",
+    ),
+    "string for a list": ({"backup_exclude": "*.tmp"}, "backup_exclude", "expected a list"),
     "schedule cannot meet the RPO": ({"backup_rpo_minutes": 5, "backup_interval_seconds": 300}, "backup_rpo_minutes"),
     "missing bucket endpoint": ({"backup_repository_endpoint": ""}, "backup_repository_endpoint"),
     "unknown KMS provider for the password": (

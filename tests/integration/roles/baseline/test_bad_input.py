@@ -18,7 +18,14 @@ pytestmark = pytest.mark.lab
 PATHS = ["/etc/sysctl.d/90-gpufleet-baseline.conf", "/etc/security/limits.d/90-gpufleet-baseline.conf"]
 
 CASES = {
-    "wrong type: list expected": ({"baseline_packages": "curl"}, "baseline_packages"),
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"baseline_ntp_server": ["ntp.example.com"], "gpufleet_strict_inputs": True},
+        "baseline_ntp_server",
+        "did you mean baseline_ntp_servers?",
+    ),
+    "wrong type: list expected": ({"baseline_packages": "curl"}, "baseline_packages", "expected a list"),
     "wrong type: int expected": ({"baseline_nofile": "lots"}, "baseline_nofile"),
     "unknown choice": ({"baseline_kernel_apply": "sometimes"}, "baseline_kernel_apply"),
     "wrong type: bool expected": ({"baseline_time_sync": "perhaps"}, "baseline_time_sync"),

@@ -10,6 +10,14 @@ from tests.integration.roles.bad_input import bad_input_test
 pytestmark = pytest.mark.lab
 
 CASES = {
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"cuda_component": ["nvcc"], "gpufleet_strict_inputs": True},
+        "cuda_component",
+        "did you mean cuda_components?",
+    ),
+    "string for a list": ({"cuda_components": "nvcc"}, "cuda_components", "expected a list"),
     "CUDA newer than the driver supports": (
         {"cuda_toolkits": [{"version": "12.8"}], "cuda_driver_version": "535.309.01"},
         "cuda_toolkits",

@@ -19,6 +19,13 @@ PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 PATHS = ["/etc/docker/daemon.json", "/etc/docker/nccl.env"]
 
 CASES = {
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"docker_user": ["root"], "gpufleet_strict_inputs": True},
+        "docker_user",
+        "did you mean docker_users?",
+    ),
     # dockerd would refuse to start with these daemon.json values.
     "daemon.json: string for a boolean": ({"docker_daemon_config_extra": {"live-restore": "yes"}}, "docker_daemon_config"),
     "daemon.json: number for a log option": (
@@ -37,7 +44,7 @@ CASES = {
         "docker_tls_key",
     ),
     "unknown choice": ({"docker_source": "snap"}, "docker_source"),
-    "wrong type: list expected": ({"docker_users": "root"}, "docker_users"),
+    "wrong type: list expected": ({"docker_users": "root"}, "docker_users", "expected a list"),
     "wrong type: dict expected": ({"docker_daemon_config_extra": "debug=true"}, "docker_daemon_config_extra"),
     "user that does not exist": ({"docker_users": ["nosuchuser"]}, "docker_users"),
     "bad ulimit": ({"docker_default_ulimits": {"memlock": {"Name": "memlock", "Soft": "lots", "Hard": -1}}}, "docker_default_ulimits"),

@@ -16,6 +16,13 @@ GOOD = {
 }
 
 CASES = {
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"encrypted_storage_devices": "/dev/vdb", "gpufleet_strict_inputs": True},
+        "encrypted_storage_devices",
+        "did you mean encrypted_storage_device?",
+    ),
     "LUKS device that does not exist": (
         {"encrypted_storage_loop_file": "", "encrypted_storage_device": "/dev/gpufleet-no-such-disk"}, "encrypted_storage_device"),
     "unknown KMS provider": ({"encrypted_storage_kms_provider": "gcp"}, "encrypted_storage_kms_provider"),

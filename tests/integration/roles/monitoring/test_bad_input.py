@@ -11,6 +11,14 @@ from tests.integration.roles.bad_input import bad_input_test
 pytestmark = pytest.mark.lab
 
 CASES = {
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"monitoring_node_exporter_adress": "0.0.0.0:9100", "gpufleet_strict_inputs": True},
+        "monitoring_node_exporter_adress",
+        "did you mean monitoring_node_exporter_address?",
+    ),
+    "string for a list": ({"monitoring_node_exporter_args": "--collector.systemd"}, "monitoring_node_exporter_args", "expected a list"),
     # TEST-NET-3: never an address of a test node.
     "exporter address not on the node": (
         {"monitoring_node_exporter_address": "203.0.113.9"},

@@ -12,6 +12,14 @@ from tests.integration.roles.bad_input import bad_input_test
 pytestmark = pytest.mark.lab
 
 CASES = {
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"nccl_versoin": "2.21.5", "gpufleet_strict_inputs": True},
+        "nccl_versoin",
+        "did you mean nccl_version?",
+    ),
+    "string for a list": ({"nccl_packages": "libnccl2"}, "nccl_packages", "expected a list"),
     "Debian 12 has no NCCL": ({"nccl_source": "distro"}, "nccl_source", "Debian 12 has no libnccl2"),
     "NCCL built for another CUDA": (
         {"nccl_version": "2.27.7-1+cuda13.0", "nccl_cuda_version": "12.4"},

@@ -11,6 +11,14 @@ from tests.integration.roles.bad_input import bad_input_test
 pytestmark = pytest.mark.lab
 
 CASES = {
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"node_health_xid_ignored": [13], "gpufleet_strict_inputs": True},
+        "node_health_xid_ignored",
+        "did you mean node_health_xid_ignore?",
+    ),
+    "string for a list": ({"node_health_xid_ignore": "13"}, "node_health_xid_ignore", "expected a list"),
     "threshold not a number": ({"node_health_nccl_min_busbw_gbps": "fast"}, "node_health_nccl_min_busbw_gbps"),
     "GPU count not a number": ({"node_health_expected_gpu_count": "eight"}, "node_health_expected_gpu_count"),
     # A share below 1 is a vGPU slice; above 1 a count is whole.

@@ -17,6 +17,14 @@ pytestmark = pytest.mark.lab
 H100_BOARD = {"model": "NVIDIA H100 80GB HBM3", "count": 8}
 
 CASES = {
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"nvidia_driver_brach": "550", "gpufleet_strict_inputs": True},
+        "nvidia_driver_brach",
+        "did you mean nvidia_driver_branch?",
+    ),
+    "string for a list": ({"nvidia_driver_extra_packages": "nvidia-smi"}, "nvidia_driver_extra_packages", "expected a list"),
     "unknown branch": ({"nvidia_driver_branch": "999"}, "nvidia_driver_branch", "not a known driver branch"),
     "branch Debian does not ship": (
         {"nvidia_driver_source": "distro", "nvidia_driver_branch": "550", "nvidia_driver_version": "550.163.01"},

@@ -14,6 +14,13 @@ pytestmark = pytest.mark.lab
 GOOD = {"pull_repo_url": "https://git.example.com/fleet/gpufleet.git"}
 
 CASES = {
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"pull_repo": "https://git.example.com/x.git", "gpufleet_strict_inputs": True},
+        "pull_repo",
+        "did you mean pull_repo_url?",
+    ),
     "no repository": ({}, "pull_repo_url", "missing required arguments"),
     "not a git URL": ({"pull_repo_url": "fleet repository"}, "pull_repo_url", "is not a git URL"),
     "plain http": ({"pull_repo_url": "http://git.example.com/fleet.git"}, "pull_repo_url", "is not a git URL"),

@@ -17,11 +17,18 @@ pytestmark = pytest.mark.lab
 PATHS = ["/etc/security/limits.d/91-gpufleet-rdma.conf", "/etc/ansible/facts.d/gpufleet_rdma.fact"]
 
 CASES = {
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"rdma_memlock_user": ["trainer"], "gpufleet_strict_inputs": True},
+        "rdma_memlock_user",
+        "did you mean rdma_memlock_users?",
+    ),
     "unknown variant": ({"rdma_variant": "omnipath"}, "rdma_variant"),
     # The inventory's variable feeds rdma_variant, and is checked as that.
     "unknown variant from the inventory": ({"gpufleet_rdma": "iwarp"}, "rdma_variant"),
-    "wrong type: list expected": ({"rdma_memlock_users": "trainer"}, "rdma_memlock_users"),
-    "wrong type: number for a list": ({"rdma_extra_packages": 5}, "rdma_extra_packages"),
+    "wrong type: list expected": ({"rdma_memlock_users": "trainer"}, "rdma_memlock_users", "expected a list"),
+    "wrong type: number for a list": ({"rdma_extra_packages": 5}, "rdma_extra_packages", "expected a list"),
     "unknown choice": ({"rdma_peermem": "sometimes"}, "rdma_peermem"),
     "wrong type: dict expected": ({"rdma_modules_by_variant": ["ib_uverbs"]}, "rdma_modules_by_variant"),
     "modules for an unknown variant": ({"rdma_modules_by_variant": {"iwarp": ["iw_cm"]}}, "rdma_modules_by_variant"),

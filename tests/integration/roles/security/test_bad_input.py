@@ -14,6 +14,14 @@ pytestmark = pytest.mark.lab
 GOOD = {"security_ssh_allowed_cidrs": ["10.0.0.0/8"], "security_monitoring_cidrs": ["10.0.0.0/8"]}
 
 CASES = {
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"security_ssh_allowed_cidr": ["10.0.0.0/8"], "gpufleet_strict_inputs": True},
+        "security_ssh_allowed_cidr",
+        "did you mean security_ssh_allowed_cidrs?",
+    ),
+    "string for a list": ({"security_cluster_cidrs": "10.0.0.0/8"}, "security_cluster_cidrs", "expected a list"),
     "invalid CIDR": ({"security_ssh_allowed_cidrs": ["10.0.0.300/8"]}, "security_ssh_allowed_cidrs"),
     "CIDR with host bits set": ({"security_monitoring_cidrs": ["10.1.2.3/8"]}, "security_monitoring_cidrs"),
     "invalid CIDR in a rule": (

@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpufleet.cloud.preflight: the checks every role runs first, in one task
+per role and node (see plugins/modules/preflight.py for the documentation).
+
+One action rather than an assert per concern: each task costs the
+controller a templating pass and a result per node, and these checks need
+no node at all (the facts are already gathered)."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _role_inputs
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(("role", "os_check"))
+
+    def _role_dir(self, role):
+        # The task lives in _common, a sibling of every role of the
+        # collection, in a checkout and in an installed collection alike.
+        common = getattr(getattr(self._task, "_role", None), "_role_path", None)
+        if not common:
+            raise AnsibleActionFail("gpufleet.cloud.preflight runs inside the collection's roles only "
+                                    "(through gpufleet.cloud._common), not in a play's own tasks")
+        return os.path.join(os.path.dirname(common), role)
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        role = self._task.args.get("role")
+        if not isinstance(role, str) or not role:
+            raise AnsibleActionFail("gpufleet.cloud.preflight: role is required (the calling role's name)")
+        try:
+            os_check = boolean(self._task.args.get("os_check", True), strict=True)
+            strict = boolean(self._templar.template(task_vars.get("gpufleet_strict_inputs", False)), strict=True)
+        except TypeError as exc:
+            raise AnsibleActionFail("gpufleet_strict_inputs: expected true or false (%s)" % exc) from None
+        try:
+            spec = _role_inputs.RoleSpec(self._role_dir(role), role)
+        except (OSError, ValueError) as exc:
+            raise AnsibleActionFail("gpufleet.cloud.preflight: %s" % exc) from None
+
+        errors = []
+        if os_check:
+            facts = task_vars.get("ansible_facts") or {}
+            family, manager = facts.get("os_family"), facts.get("service_mgr")
+            if family != "Debian" or manager != "systemd":
+                errors.append("%s supports Debian and Ubuntu with systemd; %s runs %s with %s%s." % (
+                    role, task_vars.get("inventory_hostname", "this node"), facts.get("distribution", "unknown"),
+                    manager or "an unknown service manager",
+                    "" if facts else " (no facts were gathered: keep gather_facts on for this play)"))
+
+        values = {name: self._templar.template(task_vars[name]) for name in spec.shaped_options if name in task_vars}
+        errors.extend(_role_inputs.shape_errors(spec, values))
+
+        unknown = _role_inputs.unknown_inputs(spec, task_vars)
+        messages = [_role_inputs.unknown_message(spec, n, s, strict) for n, s in unknown]
+        if strict:
+            errors.extend(messages)
+        else:
+            result.setdefault("warnings", []).extend(messages)
+
+        result.update(changed=False, unknown_inputs=[n for n, dummy in unknown])
+        if errors:
+            result.update(failed=True, msg=" ".join(errors))
+        return result

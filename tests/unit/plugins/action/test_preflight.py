@@ -1,0 +1,119 @@
+"""gpufleet.cloud.preflight in a real ansible-playbook run on this machine,
+through _common's preflight file as the roles use it: every case is its
+own inventory host (all of them aliases of localhost), so one run covers
+them all and each case reads its own result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+def _play(name, hosts, facts, os_check):
+    return f"""
+- name: {name}
+  hosts: {hosts}
+  gather_facts: {facts}
+  gather_subset: [min]
+  tasks:
+    - name: Preflight
+      ansible.builtin.import_role:
+        name: gpufleet.cloud._common
+        tasks_from: preflight
+        rolespec_validate: false
+      vars:
+        _common_role: baseline
+        _common_os_check: {os_check}
+"""
+
+
+# The machine running the tests need not boot with systemd: the OS check
+# runs only where no facts were gathered, and must say so.
+PLAY = _play("Facts, as every role's play gathers them", "facts", "true", "false") + _play(
+    "No facts gathered", "nofacts", "false", "true")
+
+CASES = {
+    "clean": {},
+    "list as string": {"baseline_packages": "curl, jq"},
+    "list from a template": {"baseline_packages": "{{ ['curl'] + ['jq'] }}"},
+    "dict as string": {"baseline_sysctl_extra": "vm.swappiness=10"},
+    "misspelt": {"baseline_ntp_server": ["ntp.example.com"]},
+    "misspelt, strict": {"baseline_ntp_server": ["ntp.example.com"], "gpufleet_strict_inputs": True},
+    "strict, not a boolean": {"gpufleet_strict_inputs": "perhaps"},
+}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    work = tmp_path_factory.mktemp("preflight")
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    hosts = {f"case{i}": {**local, **v} for i, v in enumerate(CASES.values())}
+    inventory = {"facts": {"hosts": hosts}, "nofacts": {"hosts": {"nofacts": dict(local)}}}
+    (work / "inventory.json").write_text(json.dumps(inventory))
+    (work / "play.yml").write_text(PLAY)
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+           "ANSIBLE_FORKS": "10", "ANSIBLE_NOCOLOR": "1"}
+    run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(work / "inventory.json"),
+                          str(work / "play.yml")], capture_output=True, text=True, env=env, timeout=300, cwd=work)
+    try:
+        report = json.loads(run.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"no JSON report (exit {run.returncode}):\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+    found = {}
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            if task["task"]["name"].endswith("Check the node and the role's inputs"):
+                found.update(task["hosts"])
+    names = dict(zip(CASES, hosts))
+    return {case: found[names[case]] for case in CASES} | {"no facts": found["nofacts"]}
+
+
+def test_clean_inputs_pass_without_a_warning(results):
+    r = results["clean"]
+    assert not r.get("failed") and not r.get("changed") and not r.get("warnings"), r
+    assert r["unknown_inputs"] == []
+
+
+def test_a_string_for_a_list_fails_naming_the_option_and_the_fix(results):
+    r = results["list as string"]
+    assert r.get("failed"), r
+    assert "baseline_packages: expected a list, got the string 'curl, jq'" in r["msg"]
+    assert "baseline_packages: ['curl', 'jq']" in r["msg"]
+
+
+def test_a_templated_list_is_checked_as_what_it_renders_to(results):
+    assert not results["list from a template"].get("failed"), results["list from a template"]
+
+
+def test_a_string_for_a_dictionary_fails(results):
+    r = results["dict as string"]
+    assert r.get("failed") and "baseline_sysctl_extra: expected a dictionary" in r["msg"], r
+
+
+def test_a_misspelt_variable_warns_with_a_suggestion(results):
+    r = results["misspelt"]
+    assert not r.get("failed"), r
+    assert r["unknown_inputs"] == ["baseline_ntp_server"]
+    assert any("did you mean baseline_ntp_servers?" in w for w in r.get("warnings", [])), r
+
+
+def test_strict_inputs_make_a_misspelling_an_error(results):
+    r = results["misspelt, strict"]
+    assert r.get("failed") and "did you mean baseline_ntp_servers?" in r["msg"], r
+
+
+def test_a_strict_switch_that_is_not_a_boolean_is_named(results):
+    r = results["strict, not a boolean"]
+    assert r.get("failed") and "gpufleet_strict_inputs: expected true or false" in r["msg"], r
+
+
+def test_without_facts_the_os_check_says_what_to_do(results):
+    r = results["no facts"]
+    assert r.get("failed") and "keep gather_facts on for this play" in r["msg"], r

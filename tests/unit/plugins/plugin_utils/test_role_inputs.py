@@ -1,0 +1,99 @@
+"""plugin_utils/_role_inputs.py, against the collection's real roles: lists
+and dictionaries given as strings are named with a fix, misspelt role
+variables get a did-you-mean, the role's own outputs are never flagged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _role_inputs
+
+ROOT = Path(__file__).resolve().parents[4]
+PUBLIC = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file()
+                and not p.name.startswith("_"))
+
+
+def spec(role):
+    return _role_inputs.RoleSpec(str(ROOT / "roles" / role), role)
+
+
+@pytest.mark.parametrize("role", PUBLIC)
+def test_every_role_has_options_and_its_defaults_are_well_shaped(role):
+    # Every default in defaults/main.yml passes the role's own check: the
+    # check cannot fire on a role used as shipped.
+    import yaml
+
+    s = spec(role)
+    assert s.options, role
+    defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+    # A templated default is checked as what it renders to, at run time.
+    defaults = {k: v for k, v in defaults.items() if not (isinstance(v, str) and "{{" in v)}
+    assert _role_inputs.shape_errors(s, defaults) == []
+    assert _role_inputs.unknown_inputs(s, defaults) == []
+
+
+def test_a_string_for_a_list_is_refused_with_the_list_it_meant():
+    (error,) = _role_inputs.shape_errors(spec("security"), {"security_ssh_allowed_cidrs": "10.0.0.0/8, 192.168.0.0/16"})
+    assert error.startswith("security_ssh_allowed_cidrs: expected a list, got the string '10.0.0.0/8, 192.168.0.0/16'")
+    assert "security_ssh_allowed_cidrs: ['10.0.0.0/8', '192.168.0.0/16']" in error
+
+
+@pytest.mark.parametrize("value, says", [
+    (None, "got null"), (3, "got int 3"), ({"a": 1}, "got dict"), ("", "Write it as a YAML list: baseline_packages: []"),
+])
+def test_other_non_lists_are_refused(value, says):
+    (error,) = _role_inputs.shape_errors(spec("baseline"), {"baseline_packages": value})
+    assert "baseline_packages: expected a list" in error and says in error
+
+
+def test_a_string_for_a_dictionary_is_refused():
+    (error,) = _role_inputs.shape_errors(spec("docker"), {"docker_daemon_config": "log-driver=journald"})
+    assert error.startswith("docker_daemon_config: expected a dictionary, got the string 'log-driver=journald'")
+    assert _role_inputs.shape_errors(spec("docker"), {"docker_daemon_config": None})[0].endswith(
+        "Give a dictionary, {} for none, or remove the line to use the role's default.")
+
+
+def test_lists_and_tuples_pass_and_unset_options_are_not_checked():
+    s = spec("baseline")
+    assert _role_inputs.shape_errors(s, {"baseline_packages": ["curl"], "baseline_extra_packages": ()}) == []
+    assert _role_inputs.shape_errors(s, {}) == []
+
+
+def test_a_misspelt_variable_gets_the_option_it_meant():
+    s = spec("baseline")
+    found = _role_inputs.unknown_inputs(s, ["baseline_ntp_server", "baseline_packages", "security_x", "gpufleet_site"])
+    assert found == [("baseline_ntp_server", "baseline_ntp_servers")]
+    warning = _role_inputs.unknown_message(s, *found[0], strict=False)
+    assert warning.startswith("baseline_ntp_server is not an option of gpufleet.cloud.baseline "
+                              "(did you mean baseline_ntp_servers?)")
+    assert "rename it to baseline_ntp_servers" in warning and "gpufleet_strict_inputs: true" in warning
+    assert "gpufleet_strict_inputs" not in _role_inputs.unknown_message(s, *found[0], strict=True)
+
+
+def test_a_variable_like_no_option_gets_no_wrong_suggestion():
+    s = spec("baseline")
+    ((name, suggestion),) = _role_inputs.unknown_inputs(s, ["baseline_completely_unrelated_thing"])
+    assert suggestion is None
+    assert "see the role's README for its options" in _role_inputs.unknown_message(s, name, None, strict=False)
+
+
+@pytest.mark.parametrize("role, output", [
+    ("node_health", "node_health_result"), ("rdma", "rdma_devices"), ("docker", "docker_gpus_found"),
+    ("cuda", "cuda_pinned"), ("nvidia_driver", "nvidia_driver_pinned"),
+])
+def test_the_roles_own_outputs_are_not_misspellings(role, output):
+    assert _role_inputs.unknown_inputs(spec(role), [output]) == []
+
+
+def test_every_entry_point_counts():
+    # monitoring's export entry point has options of its own.
+    s = spec("monitoring")
+    exported = [n for n in s.options if n.startswith("monitoring_export")]
+    assert exported and _role_inputs.unknown_inputs(s, exported) == []
+
+
+def test_a_role_without_argument_specs_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="no meta/argument_specs.yml"):
+        _role_inputs.RoleSpec(str(tmp_path), "nothing")

@@ -42,12 +42,24 @@ $(STAMP)/venv: pyproject.toml requirements/constraints.txt
 	$(BIN)/pip install --quiet -c requirements/constraints.txt -e '.[test]'
 	touch $@
 
+# galaxy-importer and antsibull-docs (make lint) in a venv of their own,
+# pinned in requirements/lint-venv.txt, which says why not in this one.
+LINT_VENV := .cache/lint-venv
+LINT_BIN := $(CURDIR)/$(LINT_VENV)/bin
+$(STAMP)/lint-venv: requirements/lint-venv.txt
+	@mkdir -p $(STAMP)
+	test -x $(LINT_BIN)/python || $(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_BIN)/pip install --quiet --upgrade 'pip>=24'
+	$(LINT_BIN)/pip install --quiet -r requirements/lint-venv.txt
+	touch $@
+
 $(STAMP)/collections: $(STAMP)/venv requirements/collections.yml tools/install-collections.py
 	$(BIN)/python tools/install-collections.py
 	touch $@
 
-.PHONY: venv collections host images image-12 image-13 prometheus-tools deps deps-all
+.PHONY: venv lint-venv collections host images image-12 image-13 prometheus-tools deps deps-all
 venv: $(STAMP)/venv
+lint-venv: $(STAMP)/lint-venv
 collections: $(STAMP)/collections
 host:
 	tools/host-setup.sh
@@ -69,7 +81,7 @@ DEPS_JOBS ?= 4
 deps:
 	@start=$$(date +%s); $(MAKE) --no-print-directory -j$(DEPS_JOBS) deps-all; \
 	  echo "deps: ready in $$(( $$(date +%s) - start ))s ($(DEPS_JOBS) jobs)"
-deps-all: venv collections images prometheus-tools
+deps-all: venv lint-venv collections images prometheus-tools
 
 # ---- demo ----------------------------------------------------------------
 .PHONY: demo lab-up lab-down
@@ -128,8 +140,26 @@ UNIT_JOBS ?= auto
 unit: venv collections
 	@$(call timed,unit,$(BIN)/pytest tests/unit -q -p no:cacheprovider -n $(UNIT_JOBS))
 
-lint: venv collections
-	@$(call timed,lint,$(BIN)/ansible-lint --profile production)
+# ansible-lint and the gates Galaxy and the Ansible docsite apply, cheapest
+# first. Every step runs even after one fails (-k), so one run shows every
+# finding; each step's time goes to $(TIMES) as lint-<step> beside the stage's.
+LINT_STEPS := lint-role-docs lint-changelog lint-ansible-lint lint-collection-docs lint-galaxy-importer
+lint: venv lint-venv collections
+	@$(call timed,lint,$(MAKE) --no-print-directory -k lint-steps)
+.PHONY: lint-steps $(LINT_STEPS)
+lint-steps: $(LINT_STEPS)
+# README option tables and test links against the roles (tools/role_docs.py).
+lint-role-docs:
+	@$(call timed,lint-role-docs,$(BIN)/python tools/role_docs.py --check)
+lint-changelog:
+	@$(call timed,lint-changelog,$(BIN)/antsibull-changelog lint)
+lint-ansible-lint:
+	@$(call timed,lint-ansible-lint,$(BIN)/ansible-lint --profile production)
+# Plugin and role docs as the docsite builds them; its ansible-doc is the lint venv's.
+lint-collection-docs:
+	@$(call timed,lint-collection-docs,PATH=$(LINT_BIN):$$PATH $(LINT_BIN)/antsibull-docs lint-collection-docs --plugin-docs collections/ansible_collections/gpufleet/cloud)
+lint-galaxy-importer:
+	@$(call timed,lint-galaxy-importer,tools/galaxy-importer.sh)
 
 sanity: venv collections
 	@$(call timed,sanity,tools/sanity.sh)
@@ -159,7 +189,9 @@ lab-test: venv collections images
 # bad-input modules (~170 s) came back from the fleet half with the second
 # worker.
 LAB_ROLES_JOBS ?= 2
-LAB_FLEET_TESTS = tests/integration/test_lab.py tests/integration/test_drift.py
+# test_installed_cli.py first: its own one-node lab takes the shared fleet's
+# container names and ports, so it is up and down before that fleet is made.
+LAB_FLEET_TESTS = tests/integration/test_installed_cli.py tests/integration/test_lab.py tests/integration/test_drift.py
 .PHONY: lab-fleet lab-roles
 lab-fleet: venv collections images
 	@$(call timed,lab-fleet,$(LAB_PYTEST) $(LAB_FLEET_TESTS))
@@ -220,3 +252,13 @@ lock:
 	.cache/lock-venv/bin/pip install --quiet -e '.[test]'
 	{ sed -n '1,2p' requirements/constraints.txt; .cache/lock-venv/bin/pip freeze --exclude-editable | grep -vi '^gpufleet'; } > requirements/constraints.new
 	mv requirements/constraints.new requirements/constraints.txt
+# The same for the lint venv (requirements/lint-venv.txt): its top-level
+# pins are the versions this installs.
+LINT_VENV_TOP := galaxy-importer==0.4.44 antsibull-docs==2.28.0 ansible-core==2.19.14 ansible-lint==26.10.1
+.PHONY: lock-lint-venv
+lock-lint-venv:
+	rm -rf .cache/lock-lint-venv && $(PYTHON) -m venv .cache/lock-lint-venv
+	.cache/lock-lint-venv/bin/pip install --quiet --upgrade pip
+	.cache/lock-lint-venv/bin/pip install --quiet $(LINT_VENV_TOP)
+	{ sed -n '/^#/p' requirements/lint-venv.txt; .cache/lock-lint-venv/bin/pip freeze; } > requirements/lint-venv.new
+	mv requirements/lint-venv.new requirements/lint-venv.txt

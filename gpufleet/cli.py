@@ -3,27 +3,38 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from importlib import metadata
 from pathlib import Path
 
-from .drift import _command as drift_command
+from . import _project
 from .lab import Lab, PodmanError
+
+# Why `gpufleet drift` cannot run, if it cannot.
+_DRIFT_UNAVAILABLE = ""
+try:
+    from .drift import _command as drift_command
+except ImportError as _exc:  # no gpufleet.cloud collection to read reports with
+    # `gpufleet lab` and --help still work; `gpufleet drift` says what to
+    # install (the message names it) instead of a traceback at start.
+    drift_command = None
+    _DRIFT_UNAVAILABLE = str(_exc)
+
+LAB_DIR_HELP = ("The lab directory (its SSH key, known_hosts, inventory, servers' logs and data): $GPUFLEET_LAB_DIR; "
+                "else <checkout>/.lab inside a checkout; else $XDG_DATA_HOME/gpufleet/lab "
+                "(~/.local/share/gpufleet/lab)")
 
 
 def project_root(start: Path | None = None) -> Path:
-    """The checkout that holds galaxy.yml, searched upward from `start`."""
+    """The checkout that holds galaxy.yml, searched upward from `start`;
+    `start` itself outside one."""
     here = (start or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / "galaxy.yml").is_file():
-            return d
-    return here
+    return _project.find_checkout(here) or here
 
 
 def lab_dir() -> Path:
-    env = os.environ.get("GPUFLEET_LAB_DIR")
-    return Path(env) if env else project_root() / ".lab"
+    """Where the lab keeps its state (LAB_DIR_HELP)."""
+    return _project.default_lab_dir(_project.find_checkout())
 
 
 def _at_least(minimum: int):
@@ -40,9 +51,11 @@ def _at_least(minimum: int):
 
 
 def version() -> str:
-    """The installed gpufleet's version, as pip knows it."""
+    """The installed gpufleet's version, as pip knows it, and where the
+    package it runs is (as `pip --version` says): an installed CLI and a
+    checkout's can both be on a machine."""
     try:
-        return metadata.version("gpufleet")
+        return f"{metadata.version('gpufleet')} from {Path(__file__).resolve().parent}"
     except metadata.PackageNotFoundError:
         return "unknown (gpufleet is not installed: pip install it, e.g. `make venv`)"
 
@@ -61,9 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    lab = sub.add_parser("lab", help="the local lab fleet of podman nodes")
+    lab = sub.add_parser("lab", help="the local lab fleet of podman nodes",
+                         description="The local lab fleet of podman nodes, discovered through an Alibaba Cloud "
+                                     "emulator. `lab up` writes an inventory for it into the lab directory: "
+                                     "`gpufleet drift -i <lab dir>/inventory` (or, in a checkout, "
+                                     "-i inventories/lab). " + LAB_DIR_HELP + ".")
     lab_sub = lab.add_subparsers(dest="action", required=True)
-    up = lab_sub.add_parser("up", help="start the lab nodes (idempotent)")
+    up = lab_sub.add_parser("up", help="start the lab nodes (idempotent)",
+                            description="Start the lab nodes (idempotent) and write their inventory to "
+                                        "<lab dir>/inventory. " + LAB_DIR_HELP + ". Outside a checkout it needs "
+                                        "the gpufleet.cloud collection installed on Ansible's collection paths, "
+                                        "whose inventories/lab it copies.")
     up.add_argument("-n", "--nodes", type=_at_least(1), default=3, help="number of nodes (default 3)")
     up.add_argument("--debian", choices=["12", "13"], default="12", help="Debian release of the nodes (default 12)")
     up.add_argument("--gpu-stack", type=_at_least(0), default=0, metavar="K",
@@ -72,18 +93,42 @@ def build_parser() -> argparse.ArgumentParser:
     lab_sub.add_parser("down", help="remove every lab node")
     lab_sub.add_parser("status", help="list the lab nodes")
 
-    drift_command.add_parser(sub)
+    if drift_command is not None:
+        drift_command.add_parser(sub)
+    else:
+        sub.add_parser("drift", help="verify the fleet against site.yml (needs gpufleet.cloud)",
+                       description=_DRIFT_UNAVAILABLE)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if args.command == "drift" and drift_command is None:
+        # Whatever its options: without the collection, none can work.
+        print(f"gpufleet drift: {_DRIFT_UNAVAILABLE}", file=sys.stderr)
+        return 1
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "drift":
-        return drift_command.run(project_root(), args)
+        try:
+            project = _project.locate()
+        except _project.CollectionNotFound as exc:
+            print(f"gpufleet drift: {exc}", file=sys.stderr)
+            return 1
+        return drift_command.run(project.collection, args, workdir=project.workdir)
     if args.command == "lab":
-        lab = Lab(lab_dir(), root=project_root())
+        directory = lab_dir()
+        # The servers run from the checkout, or the lab directory outside
+        # one: never a directory whose own gpufleet/ could shadow the
+        # package this command runs.
+        checkout = _project.find_checkout()
+        lab = Lab(directory, root=checkout or directory)
         try:
             if args.action == "up":
+                # Only `up` needs the collection: it copies its lab inventory.
+                lab.inventory_source = _project.locate().collection / "inventories" / "lab"
+                directory.mkdir(parents=True, exist_ok=True)
                 lab.up(count=args.nodes, debian=args.debian, gpu_stack=args.gpu_stack)
             elif args.action == "down":
                 lab.down()
@@ -93,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                     print("lab: no nodes")
                 for r in rows:
                     print(f"{r['name']:<18} {r['endpoint']:<18} {r['state']:<10} ssh {r['ssh']}")
-        except (PodmanError, TimeoutError, ValueError, RuntimeError) as exc:
+        except (PodmanError, TimeoutError, ValueError, RuntimeError) as exc:  # CollectionNotFound too
             print(f"gpufleet lab {args.action}: {exc}", file=sys.stderr)
             return 1
     return 0

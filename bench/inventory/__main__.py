@@ -38,7 +38,7 @@ import yaml
 
 from bench.inventory.replay import Recorder, Replay
 from tests.emulators import fleet
-from tests.emulators.aliyun import AliyunEmulator
+from gpufleet.lab._cloud.aliyun import AliyunEmulator
 from tests.emulators.huawei import HuaweiEmulator
 from tests.emulators.tencent import TencentEmulator
 

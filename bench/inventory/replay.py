@@ -18,7 +18,7 @@ import gzip
 import json
 from urllib.parse import parse_qsl, urlencode
 
-from tests.emulators._server import Emulator, Response
+from gpufleet.lab._cloud._server import Emulator, Response
 from tests.emulators.aws import AwsEmulator
 
 

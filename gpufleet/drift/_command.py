@@ -33,6 +33,12 @@ examples:
   gpufleet drift -i inventories/aliyun --fix            # asks before converging
   gpufleet drift -i inventories/aliyun --fix --yes      # in a pipeline
   gpufleet drift -i inventories/aliyun --format json | jq .summary.exit_code
+  gpufleet drift -i ~/.local/share/gpufleet/lab/inventory   # the lab, outside a checkout
+
+playbooks: a checkout's (galaxy.yml in the working directory or above), with
+its ansible.cfg; outside one, the gpufleet.cloud collection installed on
+Ansible's collection paths (ANSIBLE_COLLECTIONS_PATH, ~/.ansible/collections),
+with the ansible.cfg it ships unless ANSIBLE_CONFIG names another.
 """
 
 
@@ -45,9 +51,11 @@ def add_parser(sub) -> None:
     p.add_argument("--limit", help="only these hosts or groups (Ansible pattern)")
     p.add_argument("--tags", help="only these roles' tags, comma-separated")
     p.add_argument("--output-dir", type=Path, help="where to write report.json/.xml/.html "
-                   "(default .gpufleet/drift/<time>)")
-    p.add_argument("--waivers", type=Path, help="waiver file (default drift-waivers.yml in the project, if present)")
-    p.add_argument("--history", type=Path, help="history store (default .gpufleet/drift-history.jsonl)")
+                   "(default .gpufleet/drift/<time> in the checkout, or in the working directory outside one)")
+    p.add_argument("--waivers", type=Path, help="waiver file (default drift-waivers.yml in the checkout, or in the "
+                   "working directory outside one, if present)")
+    p.add_argument("--history", type=Path, help="history store (default .gpufleet/drift-history.jsonl, beside the "
+                   "reports' default)")
     p.add_argument("--fix", action="store_true", help="converge the drifted hosts' drifted roles, then scan again")
     p.add_argument("--yes", action="store_true", help="with --fix: do not ask for confirmation")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -79,14 +87,14 @@ def _write(report, out_dir: Path) -> None:
     (out_dir / "report.html").write_text(html(report))
 
 
-def _scan(root: Path, args, out_dir: Path):
+def _scan(root: Path, args, out_dir: Path, base: Path):
     raw = out_dir / "callback.json"
     raw.unlink(missing_ok=True)
     rc, status = _runner.scan(root, args.inventory, raw, args.limit, args.tags, quiet=args.quiet)
     if not raw.exists():
         print(f"gpufleet drift: the scan produced no report (ansible-playbook rc {rc}, {status})", file=sys.stderr)
         return None
-    report = _build(root, args, raw)
+    report = _build(base, args, raw)
     _write(report, out_dir)
     if args.format == "json":
         reports = {kind: str(out_dir.resolve() / f"report.{kind}") for kind in ("json", "xml", "html")}
@@ -97,7 +105,11 @@ def _scan(root: Path, args, out_dir: Path):
     return report
 
 
-def run(root: Path, args) -> int:
+def run(root: Path, args, workdir: Path | None = None) -> int:
+    """Scan with the playbooks of the collection at `root` (a checkout, or
+    an installed collection); reports, history and the default waiver file
+    are in `workdir` (default: `root`, a checkout)."""
+    base = workdir or root
     if not Path(args.inventory).exists():
         print(f"gpufleet drift: --inventory {args.inventory}: no such file or directory", file=sys.stderr)
         return EXIT_USAGE
@@ -111,9 +123,9 @@ def run(root: Path, args) -> int:
     if args.format == "json":
         args.quiet = True  # stdout carries only the JSON object
     stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
-    out_dir = args.output_dir or root / ".gpufleet" / "drift" / stamp
+    out_dir = args.output_dir or base / ".gpufleet" / "drift" / stamp
     try:
-        report = _scan(root, args, out_dir)
+        report = _scan(root, args, out_dir, base)
         if report is None:
             return EXIT_FAILED
         if not args.fix or not report.drifted():
@@ -129,7 +141,7 @@ def run(root: Path, args) -> int:
         rc, status = _runner.fix(root, args.inventory, hosts, roles, quiet=args.quiet)
         print(f"fix: ansible-playbook rc {rc} ({status}); scanning again",
               file=sys.stderr if args.format == "json" else sys.stdout)
-        again = _scan(root, args, out_dir / "after-fix")
+        again = _scan(root, args, out_dir / "after-fix", base)
         return again.exit_code() if again else EXIT_FAILED
     except _waivers.WaiverError as exc:
         print(f"gpufleet drift: --waivers: {exc}", file=sys.stderr)

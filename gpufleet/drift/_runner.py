@@ -27,6 +27,23 @@ def _progress(stream):
     return handler
 
 
+def _collections_env(root: Path) -> dict[str, str]:
+    """What makes ansible-playbook load the collection at `root`. A
+    checkout's ansible.cfg names the checkout itself (collections/), so it
+    needs nothing. An installed collection's copy of that ansible.cfg names
+    paths that exist only in a checkout: the run gets the collection's own
+    path first, then Ansible's configured paths (where its dependencies,
+    ansible.posix and community.general, are installed)."""
+    if (root / "galaxy.yml").is_file():
+        return {}
+    from .. import _project  # pylint: disable=import-outside-toplevel
+
+    # root is <path>/ansible_collections/gpufleet/cloud.
+    paths = [str(root.parents[2])]
+    paths += [p for p in _project.configured_collection_paths() if p not in paths]
+    return {"ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(paths)}
+
+
 def _run(root: Path, playbook: str, inventory: str, extra_env: dict[str, str], cmdline: str,
          limit: str | None, tags: str | None, quiet: bool):
     # ansible-playbook from the environment gpufleet is installed in, first:
@@ -34,8 +51,14 @@ def _run(root: Path, playbook: str, inventory: str, extra_env: dict[str, str], c
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
     # The project's ansible.cfg, unless the caller chose one, as Ansible
     # itself would honour (bench/fleet compares it with Ansible's defaults).
+    # An installed collection ships the checkout's ansible.cfg (mitogen,
+    # SSH settings, a failed inventory source fails the run), so an
+    # installed CLI runs with the same settings. Ansible skips an
+    # ANSIBLE_CONFIG that does not exist and searches as usual.
     config = os.environ.get("ANSIBLE_CONFIG") or str(root / "ansible.cfg")
-    env = {"ANSIBLE_CONFIG": config, "ANSIBLE_NOCOLOR": "1", "PATH": path, **extra_env}
+    env = {"ANSIBLE_CONFIG": config, "ANSIBLE_NOCOLOR": "1", "PATH": path, **_collections_env(root), **extra_env}
+    if not quiet:
+        print(f"gpufleet: running {root / playbook}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="gpufleet-runner-") as private:
         result = ansible_runner.run(
             private_data_dir=private,

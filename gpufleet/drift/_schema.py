@@ -8,11 +8,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-# A checkout links itself as collections/ansible_collections/gpufleet/cloud,
-# the path its ansible.cfg uses; an installed collection is found on the
-# paths Ansible is configured with (ANSIBLE_COLLECTIONS_PATH, ansible.cfg,
-# ~/.ansible/collections).
-_CHECKOUT = Path(__file__).resolve().parents[2] / "collections"
+from .. import _project
+
 _MODULE = "ansible_collections.gpufleet.cloud.plugins.plugin_utils._drift"
 
 
@@ -22,12 +19,19 @@ def _load():
     if AnsibleCollectionConfig.collection_finder is None:
         from ansible.plugins.loader import init_plugin_loader
 
-        init_plugin_loader([str(_CHECKOUT)] if _CHECKOUT.is_dir() else [])
+        # The same collection the scan runs (gpufleet._project): a checkout
+        # links itself as collections/ansible_collections/gpufleet/cloud,
+        # the path its ansible.cfg names first; outside one, the paths
+        # Ansible is configured with, which init_plugin_loader adds itself.
+        checkout = _project.find_checkout()
+        link = checkout / "collections" if checkout else None
+        init_plugin_loader([str(link)] if link and link.is_dir() else [])
     try:
         return importlib.import_module(_MODULE)
     except ImportError as exc:
-        raise ImportError(f"gpufleet needs the gpufleet.cloud collection for its drift model ({exc}): install it "
-                          "(ansible-galaxy collection install) or run from a checkout") from exc
+        paths = _project.configured_collection_paths()
+        raise ImportError(f"gpufleet drift reads its reports with the gpufleet.cloud collection's drift model "
+                          f"({exc}): {_project.not_found_message(paths, Path.cwd())}") from exc
 
 
 drift = _load()

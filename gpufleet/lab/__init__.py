@@ -2,16 +2,19 @@
 
 `gpufleet lab up` makes the nodes (default 3), each with sshd published on
 its own loopback address and port, a `gpufleet` user with passwordless sudo,
-the lab's SSH key, and a known_hosts file. `inventories/lab` reaches them.
+the lab's SSH key, and a known_hosts file. `inventories/lab` reaches them
+from a checkout; `<lab dir>/inventory`, which `lab up` writes from the
+collection's inventories/lab (_inventory.py), from anywhere.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
-from . import _emulator, _nodes, _object_store, _ssh
+from . import _emulator, _inventory, _nodes, _object_store, _ssh
 from ._nodes import Node
 from ._podman import Podman, PodmanError
 
@@ -32,10 +35,14 @@ chmod 0440 /etc/sudoers.d/gpufleet-lab
 
 class Lab:
     def __init__(self, lab_dir: Path, podman: Podman | None = None, root: Path | None = None,
-                 emulator=_emulator, object_store=_object_store):
+                 emulator=_emulator, object_store=_object_store, inventory_source: Path | None = None):
         self.dir = Path(lab_dir)
         self.podman = podman or Podman()
+        # The working directory of the lab's servers.
         self.root = Path(root) if root else self.dir.parent
+        # The collection's inventories/lab, which `up` copies into the lab
+        # directory; None: write none (inventories/lab alone reaches it).
+        self.inventory_source = Path(inventory_source) if inventory_source else None
         self.emulator = emulator
         self.object_store = object_store
 
@@ -85,6 +92,7 @@ class Lab:
             _ssh.wait_for_banner(n, timeout=boot_timeout)
         self.known_hosts.write_text("\n".join(lines) + "\n")
         self.emulator.start(self.dir, self.root, nodes)
+        inventory = _inventory.write(self.dir, self.inventory_source) if self.inventory_source else None
         gateway = self.podman.bridge_gateway()
         restored = self.object_store.start(self.dir, self.root, gateway)
         self.state_file.write_text(
@@ -93,7 +101,8 @@ class Lab:
         log(f"lab up: {len(nodes)} node(s), key {self.dir / 'id_ed25519'}, "
             f"Alibaba Cloud emulator on 127.0.0.1:{_emulator.PORT}, "
             f"object store (S3) on {gateway}:{_object_store.PORT}"
-            + (f", its data restored ({restored} stored changes)" if restored else ""))
+            + (f", its data restored ({restored} stored changes)" if restored else "")
+            + (f"; inventory {inventory}" if inventory else ""))
         return nodes
 
     def _wait_booted(self, n: Node, timeout: float) -> None:
@@ -125,6 +134,8 @@ class Lab:
         deleted = self.object_store.delete_data(self.dir)
         for f in (self.known_hosts, self.state_file):
             f.unlink(missing_ok=True)
+        # Its hosts are gone; the key it names stays, as above.
+        shutil.rmtree(_inventory.path(self.dir), ignore_errors=True)
         log(f"lab down: removed {len(names)} node(s)"
             + (f" and the object store's data ({_object_store.data_file(self.dir)})" if deleted else ""))
         return len(names)

@@ -1,8 +1,9 @@
-"""The lab's cloud: the Alibaba Cloud ECS emulator (tests/emulators/aliyun.py)
-run as a background process on loopback, seeded with the lab nodes as GPU
-instances whose private IPs are the nodes' loopback addresses. The lab
-inventory then finds the nodes through the real gpufleet.cloud.aliyun_ecs
-plugin and the official SDK, exactly as it would find a real account's."""
+"""The lab's cloud: the Alibaba Cloud ECS emulator (_cloud/aliyun.py, in the
+package so an installed gpufleet has it), run as a background process on
+loopback, seeded with the lab nodes as GPU instances whose private IPs are
+the nodes' loopback addresses. The lab inventory then finds the nodes
+through the real gpufleet.cloud.aliyun_ecs plugin and the official SDK,
+exactly as it would find a real account's."""
 
 from __future__ import annotations
 
@@ -50,5 +51,5 @@ def start(lab_dir: Path, root: Path, nodes: list[Node], port: int = PORT) -> Non
     """(Re)start the emulator with a seed for exactly these nodes."""
     seed_file = lab_dir / "aliyun-seed.yml"
     seed_file.write_text(yaml.safe_dump(seed(nodes), sort_keys=False))
-    argv = [sys.executable, "-m", "tests.emulators.aliyun", "--port", str(port), "--seed", str(seed_file)]
+    argv = [sys.executable, "-m", "gpufleet.lab._cloud.aliyun", "--port", str(port), "--seed", str(seed_file)]
     _process.start(lab_dir, root, "emulator", argv, "127.0.0.1", port, "emulator")

@@ -48,14 +48,17 @@ options:
 attributes:
   action:
     support: full
-    details: Runs on the controller only.
+    description: Runs on the controller only; nothing is sent to the node.
   check_mode:
     support: full
     description: Only reads; runs the same in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is nothing to show.
   platform:
+    support: full
     platforms: posix
+    description: Any node the roles support; the checks run on the controller.
 notes:
   - C(gpufleet_strict_inputs) is a plain variable (set it in group_vars or
     with -e), read by every role of the collection.

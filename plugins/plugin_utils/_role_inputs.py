@@ -103,6 +103,9 @@ def shape_errors(spec, values):
             if option not in values or isinstance(values[option], python):
                 continue
             value = values[option]
+            if (spec.options[option] or {}).get("no_log"):
+                # A secret's value never reaches the output, even mistyped.
+                value = "<hidden: no_log>" if value is not None else None
             wanted = "a list" if kind == "list" else "a dictionary"
             if value is None:
                 errors.append(

@@ -9,7 +9,7 @@ region of a request is read from its SigV4 credential scope, as moto does.
 
     python -m tests.emulators.aws --port 18083 --seed seed.yml
 
-Seed format: see tests/emulators/_server.py. moto chooses the instance ids
+Seed format: see gpufleet/lab/_cloud/_server.py. moto chooses the instance ids
 and private addresses itself; ``seed`` returns what it chose. moto gives
 every instance a private address; one seeded with ``private_ip: null`` has
 it taken out of the DescribeInstances answers by the proxy.
@@ -28,7 +28,7 @@ import boto3
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
-from tests.emulators._server import LOOPBACK, Emulator, Response, main, request_id
+from gpufleet.lab._cloud._server import LOOPBACK, Emulator, Response, main, request_id
 
 # GPU types (and one without a GPU) the fleet generator draws from; any
 # type moto knows can be seeded.

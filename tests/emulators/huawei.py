@@ -14,7 +14,7 @@ project id in the ECS path tells the emulator the region.
     python -m tests.emulators.huawei --port 18082 --seed seed.yml
 
 Point the plugin at it with ``endpoint`` and ``iam_endpoint`` both set to
-the emulator's URL. Seed format: see tests/emulators/_server.py.
+the emulator's URL. Seed format: see gpufleet/lab/_cloud/_server.py.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import re
 import sys
 import uuid
 
-from tests.emulators._server import Emulator, Response, main, request_id
+from gpufleet.lab._cloud._server import Emulator, Response, main, request_id
 
 # flavor -> what the server's flavor and ListFlavors report. p1 is an old
 # flavor whose servers carry no GPU list: its GPU comes from the PCI alias.

@@ -10,7 +10,7 @@ throttling is "RequestLimitExceeded", as CVM sends them.
 
     python -m tests.emulators.tencent --port 18081 --seed seed.yml
 
-Seed format: see tests/emulators/_server.py.
+Seed format: see gpufleet/lab/_cloud/_server.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 import uuid
 
-from tests.emulators._server import Emulator, Response, main, request_id
+from gpufleet.lab._cloud._server import Emulator, Response, main, request_id
 
 # instance type -> DescribeInstanceTypeConfigs facts. GpuCount below 1 is a
 # vGPU slice, as the API reports it.

@@ -29,6 +29,21 @@ PLAIN_NODE, GPU_NODE = "lab-node-1", "lab-node-2"
 LAB_HOSTS = (PLAIN_NODE, GPU_NODE)
 
 
+# Its own one-node lab has the shared fleet's container names and ports.
+INSTALLED_CLI_TESTS = "test_installed_cli.py"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The installed-CLI tests first: their lab must be up and down again
+    before the shared fleet (the session's `lab`) is made, which stays up to
+    the end of the session. In the lab-fleet stage the Makefile names their
+    module first anyway; `make lab-test` collects tests/integration in name
+    order, where test_drift.py would come first. The sort is stable: every
+    other test keeps its order."""
+    del config
+    items.sort(key=lambda item: item.path.name != INSTALLED_CLI_TESTS)
+
+
 def lab_container(host: str) -> str:
     """The podman container of a lab host (lab-node-2 is gpufleet-lab-2), as
     the lab names it."""

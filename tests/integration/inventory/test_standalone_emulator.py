@@ -33,7 +33,7 @@ def emulator_process(tmp_path):
     seed = tmp_path / "seed.yml"
     seed.write_text(yaml.safe_dump(SEED))
     port_file = tmp_path / "port"
-    process = subprocess.Popen([sys.executable, "-m", "tests.emulators.aliyun", "--seed", str(seed),
+    process = subprocess.Popen([sys.executable, "-m", "gpufleet.lab._cloud.aliyun", "--seed", str(seed),
                                 "--port-file", str(port_file)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30

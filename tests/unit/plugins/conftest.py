@@ -19,7 +19,7 @@ import pytest
 from ansible.plugins.loader import init_plugin_loader
 
 from tests.emulators import fleet
-from tests.emulators.aliyun import AliyunEmulator
+from gpufleet.lab._cloud.aliyun import AliyunEmulator
 from tests.emulators.aws import AwsEmulator
 from tests.emulators.huawei import HuaweiEmulator
 from tests.emulators.tencent import TencentEmulator

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,20 @@ def test_start_refuses_a_port_that_is_taken(tmp_path):
         busy.listen(1)
         with pytest.raises(RuntimeError, match="is taken by another process"):
             _emulator.start(tmp_path, ROOT, _nodes.plan(1), port=busy.getsockname()[1])
+
+
+def test_runs_from_the_package_in_any_working_directory(tmp_path):
+    # The emulator is the package's (python -m gpufleet.lab._cloud.aliyun),
+    # so an installed CLI starts it far from any checkout's tests/.
+    port = free_port()
+    _emulator.start(tmp_path, tmp_path, _nodes.plan(1), port=port)
+    try:
+        # It prints this line just after it starts listening, which is what
+        # start() waits for: wait for the line too, with a deadline.
+        line = "aliyun emulator listening on http://127.0.0.1:%d" % port
+        deadline = time.monotonic() + 10
+        while line not in (tmp_path / "emulator.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert line in (tmp_path / "emulator.log").read_text()
+    finally:
+        _emulator.stop(tmp_path)

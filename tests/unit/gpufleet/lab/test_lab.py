@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -187,3 +188,16 @@ def test_down_removes_every_node_and_the_state(lab):
     assert (lab.dir / "id_ed25519").exists(), "the key survives, so it stays stable across labs"
     assert lab.emulator.stopped == 1 and lab.object_store.stopped == 1
     assert lab.object_store.deleted, "only lab down deletes the object store's data"
+
+
+def test_up_writes_the_lab_inventory_from_the_collection_and_down_removes_it(lab, capsys):
+    source = Path(__file__).resolve().parents[4] / "inventories" / "lab"
+    lab.inventory_source = source
+    lab.up(count=1)
+    inventory = lab.dir / "inventory"
+    assert (inventory / "aliyun_ecs.yml").read_text() == (source / "aliyun_ecs.yml").read_text()
+    override = inventory / "group_vars" / "lab" / "zz-gpufleet-lab-dir.yml"
+    assert f"gpufleet_lab_dir: {lab.dir.resolve()}" in override.read_text()
+    assert f"inventory {inventory}" in capsys.readouterr().out
+    lab.down(log=lambda *_: None)
+    assert not inventory.exists()

@@ -13,7 +13,8 @@ from moto.ec2.models.instance_types import INSTANCE_TYPES
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_catalogue as cat
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
 from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery_aws import type_info
-from tests.emulators import aliyun, huawei, tencent
+from gpufleet.lab._cloud import aliyun
+from tests.emulators import huawei, tencent
 
 
 def api_gpus_aws():

@@ -10,9 +10,9 @@ HTTP 400 "Throttling.User" as ECS sends it.
 
 Run as a process (for the lab, or by hand):
 
-    python -m tests.emulators.aliyun --port 18080 --seed seed.yml [--port-file F]
+    python -m gpufleet.lab._cloud.aliyun --port 18080 --seed seed.yml [--port-file F]
 
-A seed file (YAML or JSON; the full format is in tests/emulators/_server.py):
+A seed file (YAML or JSON; the full format is in _server.py beside it):
 
     regions: [cn-hangzhou]
     instances:
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import sys
 
-from tests.emulators._server import Emulator, Response, main, request_id
+from gpufleet.lab._cloud._server import Emulator, Response, main, request_id
 
 # instance type -> what DescribeInstanceTypes reports. A plausible slice of
 # the real ECS catalogue: GPU families of several generations, one RoCE

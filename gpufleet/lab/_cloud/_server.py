@@ -326,11 +326,18 @@ def request_id():
 
 
 def main(emulator_class, argv=None):
-    """Run an emulator as a process: ``python -m tests.emulators.<cloud> ...``."""
-    parser = argparse.ArgumentParser(prog="python -m tests.emulators." + emulator_class.name,
-                                     description="Loopback %s emulator for gpufleet tests." % emulator_class.name)
+    """Run an emulator as a process: ``python -m <its module> ...``
+    (gpufleet.lab._cloud.aliyun, tests.emulators.tencent ...)."""
+    # Usage names the module that was run with -m, the command a user can
+    # type (run as a script, the emulator's class is defined in __main__).
+    module = emulator_class.__module__
+    if module == "__main__":
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        module = spec.name if spec else emulator_class.name
+    parser = argparse.ArgumentParser(prog="python -m " + module,
+                                     description="Loopback %s emulator for gpufleet's lab and tests." % emulator_class.name)
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
-    parser.add_argument("--seed", help="seed file (JSON or YAML, format in tests/emulators/_server.py)")
+    parser.add_argument("--seed", help="seed file (JSON or YAML, format in gpufleet/lab/_cloud/_server.py)")
     parser.add_argument("--port-file", help="write the port here once listening")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
     parser.add_argument("--throttle", type=int, default=0, help="throttle this many requests first")
@@ -360,4 +367,4 @@ def main(emulator_class, argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit("run a cloud's module instead, e.g. python -m tests.emulators.aliyun")
+    sys.exit("run a cloud's module instead, e.g. python -m gpufleet.lab._cloud.aliyun")

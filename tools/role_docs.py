@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Generate the option tables and the test locations of every role's README.
 
 Each role's README.md holds two generated blocks between marker comments:
@@ -100,7 +99,7 @@ def markup_to_md(text: str) -> str:
         elif cmd == "U":
             out.append(f"<{arg}>")
         else:  # L(text, url)
-            label, _, url = arg.rpartition(",")
+            label, dummy, url = arg.rpartition(",")
             out.append(f"[{plain(label.strip())}]({url.strip()})")
         pos = m.end()
     out.append(plain(text[pos:]))
@@ -181,8 +180,8 @@ def render_argument_specs(role_dir: Path) -> str:
     if not path.is_file():
         lines.append("The role has no `meta/argument_specs.yml`, so it documents no options.")
         return "\n".join(lines)
-    lines += [f"From `meta/argument_specs.yml`, which the role checks its inputs "
-              f"against; the full descriptions: `ansible-doc -t role` on the role.", ""]
+    lines += ["From `meta/argument_specs.yml`, which the role checks its inputs "
+              "against; the full descriptions: `ansible-doc -t role` on the role.", ""]
     for entry, spec in load_specs(path, where).items():
         if not isinstance(spec, dict):
             raise SpecError(f"{where}: entry point {entry} is not a mapping")
@@ -253,7 +252,7 @@ def replace_block(text: str, name: str, new: str, where: str) -> str:
         raise SpecError(f"{where}: needs exactly one {begin} followed by one {end} "
                         f"(found {starts} and {ends}); delete the broken markers and run {TOOL}")
     head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
+    dummy, tail = rest.split(end, 1)
     return head + new + tail
 
 
@@ -322,7 +321,7 @@ def process(root: Path, check: bool) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if any README is missing or stale")
     parser.add_argument("--root", type=Path, default=ROOT,

@@ -211,9 +211,10 @@ def _grid(page: _Page, hosts: list[str], anchors: dict[str, str]) -> tuple[list[
 
 
 def _grouping(page: _Page, key: str, title: str) -> dict:
-    return {"title": title, "rows": [{"value": value, "counts": [{"state": s, "n": states.get(s, 0)} for s in
-                                                               ("in-sync", "drifted", "failed", "unreachable")]}
-                                     for value, states in page.grouped(key).items()]}
+    shown = ("in-sync", "drifted", "failed", "unreachable")
+    rows = [{"value": value, "counts": [{"state": s, "n": states.get(s, 0)} for s in shown]}
+            for value, states in page.grouped(key).items()]
+    return {"title": title, "rows": rows}
 
 
 def context(report) -> dict:

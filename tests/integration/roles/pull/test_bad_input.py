@@ -17,7 +17,7 @@ CASES = {
     # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
     # variable fails once gpufleet_strict_inputs is on, naming the option meant.
     "misspelt variable, strict": (
-        {"pull_repo": "https://git.example.com/x.git", "gpufleet_strict_inputs": True},
+        dict(GOOD, pull_repo="https://git.example.com/x.git", gpufleet_strict_inputs=True),
         "pull_repo",
         "did you mean pull_repo_url?",
     ),

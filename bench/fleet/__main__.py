@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 CACHE = ROOT / ".cache" / "bench" / "fleet"
 BIN = Path(sys.executable).parent
 INVENTORY = "inventories/lab"
-RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)", re.M)
 
 # Only where things are: the collection (through collections/) and its
 # pinned dependencies. Everything else is Ansible's default: forks 5,
@@ -100,8 +100,9 @@ def run_env(config: tuple[Path, dict[str, str]], control_dir: Path) -> dict[str,
 
 
 def recap(log: Path) -> dict[str, dict[str, int]]:
-    return {host: {"ok": int(ok), "changed": int(changed), "unreachable": int(unreach), "failed": int(failed)}
-            for host, ok, changed, unreach, failed in RECAP.findall(log.read_text())}
+    return {host: {"ok": int(ok), "changed": int(changed), "unreachable": int(unreach), "failed": int(failed),
+                   "skipped": int(skipped)}
+            for host, ok, changed, unreach, failed, skipped in RECAP.findall(log.read_text())}
 
 
 def converge(config, work: Path, name: str, nodes: int, require_noop: bool) -> dict:
@@ -110,6 +111,8 @@ def converge(config, work: Path, name: str, nodes: int, require_noop: bool) -> d
                      run_env(config, Path(tempfile.mkdtemp(dir=work))), log)
     hosts = recap(log)
     result["tasks"] = sum(h["ok"] for h in hosts.values())
+    # Every task a node evaluated, run or skipped: what the controller pays for.
+    result["skipped"] = sum(h["skipped"] for h in hosts.values())
     bad = {h: r for h, r in hosts.items() if r["failed"] or r["unreachable"] or (require_noop and r["changed"])}
     if result["rc"] != 0 or len(hosts) != nodes or bad:
         raise NotANoOp(f"{name}: rc {result['rc']}, {len(hosts)} of {nodes} hosts in the recap, "
@@ -177,18 +180,19 @@ def markdown(results: dict) -> str:
         "Lab nodes are podman containers on the same machine, so the nodes' work shares its CPUs too.", "",
         "Wall and controller CPU (ansible-playbook and its workers, user + system) of one process,",
         "measured with wait4. Every measured run starts without SSH connections open.", "",
-        "| nodes | run | config | wall s | CPU s | tasks ok / resources |",
-        "|---:|---|---|---:|---:|---:|",
+        "| nodes | run | config | wall s | CPU s | tasks ok / resources | tasks skipped |",
+        "|---:|---|---|---:|---:|---:|---:|",
     ]
     for row in rows:
         first = row["first_converge"]
         lines.append(f"| {row['nodes']} | converge (brings new nodes up) | gpufleet | {first['wall']} | {first['cpu']} "
-                     f"| {first['tasks']} |")
+                     f"| {first['tasks']} | {first.get('skipped', '-')} |")
         for kind, label in (("noop", "no-op converge"), ("drift", "drift scan")):
             for name in which:
                 f = row[f"{kind}_{name}"]
                 count = f.get("tasks", f.get("resources", "-"))
-                lines.append(f"| {row['nodes']} | {label} | {name} | {f['wall']} | {f['cpu']} | {count} |")
+                lines.append(f"| {row['nodes']} | {label} | {name} | {f['wall']} | {f['cpu']} | {count} "
+                             f"| {f.get('skipped', '-')} |")
     for slow, fast in (("defaults", "gpufleet"), ("defaults", "linear"), ("linear", "gpufleet")):
         if slow in which and fast in which:
             lines += ["", f"## {slow} / {fast} (wall, same run)", ""]

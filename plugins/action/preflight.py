@@ -33,6 +33,29 @@ class ActionModule(ActionBase):
                                     "(through gpufleet.cloud._common), not in a play's own tasks")
         return os.path.join(os.path.dirname(common), role)
 
+    def _failed_checks(self, checks):
+        """The messages of the calling role's own checks whose condition is
+        false. Every check is evaluated, so one run names every bad input.
+        They are templated here, one at a time and only after the input
+        shapes passed: a string given for a list would make a condition
+        written for a list fail to template, and a message is templated only
+        when its condition is false."""
+        if not isinstance(checks, list):
+            raise AnsibleActionFail("_common_checks must be a list, got %s" % type(checks).__name__)
+        failed = []
+        for index, check in enumerate(checks):
+            if not isinstance(check, dict) or set(check) != {"that", "msg"}:
+                raise AnsibleActionFail("_common_checks[%d] must have exactly the keys that and msg, got %r"
+                                        % (index, check))
+            try:
+                passed = boolean(self._templar.template(check["that"]), strict=True)
+            except TypeError:
+                raise AnsibleActionFail("_common_checks[%d].that must give true or false, got %r"
+                                        % (index, check["that"])) from None
+            if not passed:
+                failed.append(" ".join(str(self._templar.template(check["msg"])).split()))
+        return failed
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
@@ -61,6 +84,9 @@ class ActionModule(ActionBase):
 
         values = {name: self._templar.template(task_vars[name]) for name in spec.shaped_options if name in task_vars}
         errors.extend(_role_inputs.shape_errors(spec, values))
+
+        if not errors:
+            errors.extend(self._failed_checks(task_vars.get("_common_checks") or []))
 
         unknown = _role_inputs.unknown_inputs(spec, task_vars)
         messages = [_role_inputs.unknown_message(spec, n, s, strict) for n, s in unknown]

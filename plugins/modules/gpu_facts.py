@@ -151,6 +151,20 @@ ansible_facts:
           type: list
           elements: str
           sample: ["0000:05:00.0"]
+        driver_gpus:
+          description:
+            - PCI addresses of the GPUs the loaded NVIDIA driver runs, one per entry of
+              C(/proc/driver/nvidia/gpus); empty without a loaded driver.
+            - In a container C(/proc/driver) is the host's, so pair it with RV(ansible_facts.gpu.control_device).
+          type: list
+          elements: str
+          sample: ["0000:19:00.0"]
+        control_device:
+          description:
+            - Whether C(/dev/nvidiactl) exists. The driver creates it on a machine; a container
+              has it only when it was given GPUs.
+          type: bool
+          sample: true
 """
 
 import os
@@ -202,6 +216,15 @@ def pci_devices(sys_root="/sys"):
         elif pci_class == NVSWITCH_CLASS:
             switches.append(address)
     return gpus, switches
+
+
+def driver_gpus(proc_root="/proc"):
+    """PCI addresses of the GPUs the loaded driver runs: one directory each
+    under /proc/driver/nvidia/gpus (none without a driver)."""
+    try:
+        return sorted(os.listdir(os.path.join(proc_root, "driver", "nvidia", "gpus")))
+    except OSError:
+        return []
 
 
 def empty_facts(nvidia_smi=None, error=None):
@@ -264,6 +287,8 @@ def main():
     facts = gather(module)
     facts["loaded_module_version"] = loaded_module_version()
     facts["pci_gpus"], facts["pci_nvswitches"] = pci_devices()
+    facts["driver_gpus"] = driver_gpus()
+    facts["control_device"] = os.path.exists("/dev/nvidiactl")
     problem = tools_problem(facts) if module.params["require_tools"] else ""
     if problem and not module.check_mode:
         module.fail_json(msg="%s. Reboot to load the installed driver, or reinstall the driver packages so their "

@@ -29,6 +29,14 @@ description:
     role sets itself, with the closest option name as a suggestion. Such a
     variable is a misspelling the role silently ignores. With the variable
     C(gpufleet_strict_inputs=true) each of them fails the task instead.
+  - Fails with the message of every check of the calling role whose
+    condition is false. These are its own checks of what a specification cannot
+    express (ranges, formats, options that depend on each other), given as
+    the variable C(_common_checks), a list of C(that) (a condition, true when
+    the input is good) and C(msg) (what is wrong, naming the option, and what
+    fixes it). Every check is evaluated, so one run names every bad input.
+    They are evaluated only when the OS check and the input shapes passed,
+    and a message is templated only when its condition is false.
   - Runs on the controller; reads nothing from the node and changes nothing.
 author: gpufleet developers (@gpufleet)
 options:
@@ -72,6 +80,9 @@ EXAMPLES = r"""
     tasks_from: preflight
   vars:
     _common_role: baseline
+    _common_checks:
+      - that: "{{ baseline_nofile | int >= 1024 }}"
+        msg: "baseline_nofile must be at least 1024 (got {{ baseline_nofile }})."
 
 # Make every misspelt role variable an error, fleet-wide (group_vars/all.yml):
 # gpufleet_strict_inputs: true

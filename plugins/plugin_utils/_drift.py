@@ -43,7 +43,8 @@ READ_ONLY_ACTIONS = frozenset(
         "wait_for_connection", "getent", "ping",
     )
     for a in (name, "ansible.builtin." + name, "ansible.legacy." + name)
-) | frozenset(("gpufleet.cloud.gpu_facts", "gpu_facts", "gpufleet.cloud.preflight", "preflight"))
+) | frozenset(("gpufleet.cloud.gpu_facts", "gpu_facts", "gpufleet.cloud.preflight", "preflight",
+              "gpufleet.cloud.node_facts", "node_facts"))
 
 # Actions that cannot be checked without running them.
 COMMAND_ACTIONS = frozenset(

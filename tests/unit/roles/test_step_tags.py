@@ -49,6 +49,6 @@ def test_packages_read_in_check_mode_are_read_by_the_preflight(role):
     if not readers:
         pytest.skip(f"{role}: no step outside install reads the installed packages")
     preflight = yaml.safe_load((tasks / "preflight.yml").read_text())
-    assert any((t.get("ansible.builtin.import_role") or {}).get("tasks_from") == "packages"
+    assert any((t.get("ansible.builtin.import_role") or {}).get("tasks_from") == "facts"
                and t["ansible.builtin.import_role"]["name"] == "gpufleet.cloud._common" for t in preflight), (
         f"{role}: {readers} read ansible_facts.packages; its preflight must import gpufleet.cloud._common's packages")

@@ -24,7 +24,11 @@ CASES = {
         "did you mean backup_paths?",
     ),
     "string for a list": ({"backup_exclude": "*.tmp"}, "backup_exclude", "expected a list"),
-    "schedule cannot meet the RPO": ({"backup_rpo_minutes": 5, "backup_interval_seconds": 300}, "backup_rpo_minutes"),
+    "schedule cannot meet the RPO": ({"backup_rpo_minutes": 5, "backup_interval_seconds": 300}, "backup_rpo_minutes",
+                                     "Shorten the interval"),
+    # No schedule meets an RPO of 0: the advice is to raise it, not to
+    # shorten the interval.
+    "RPO of zero": ({"backup_rpo_minutes": 0}, "backup_rpo_minutes", "must be at least 1"),
     "missing bucket endpoint": ({"backup_repository_endpoint": ""}, "backup_repository_endpoint"),
     "unknown KMS provider for the password": (
         {"backup_password": "", "backup_password_kms": {"provider": "gcp", "key_id": "k"}}, "backup_password_kms"),

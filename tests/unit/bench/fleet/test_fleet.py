@@ -20,8 +20,8 @@ def test_recap_reads_every_host(tmp_path):
     log = tmp_path / "run.log"
     log.write_text(RECAP.format(changed=3))
     assert fleet.recap(log) == {
-        "gpufleet-lab-1": {"ok": 120, "changed": 0, "unreachable": 0, "failed": 0},
-        "gpufleet-lab-2": {"ok": 120, "changed": 3, "unreachable": 0, "failed": 0},
+        "gpufleet-lab-1": {"ok": 120, "changed": 0, "unreachable": 0, "failed": 0, "skipped": 30},
+        "gpufleet-lab-2": {"ok": 120, "changed": 3, "unreachable": 0, "failed": 0, "skipped": 30},
     }
 
 
@@ -41,6 +41,8 @@ def test_a_noop_converge_that_changed_something_is_not_a_figure(monkeypatch, cac
     # The converge that brings nodes up may change things.
     result = fleet.converge((tmp_path / "ansible.cfg", {}), tmp_path, "first", 2, require_noop=False)
     assert result["tasks"] == 240
+    # Skipped tasks cost the controller too: what a node evaluates is both.
+    assert result["skipped"] == 60
 
 
 def test_a_recap_missing_hosts_is_not_a_figure(monkeypatch, cache, tmp_path):

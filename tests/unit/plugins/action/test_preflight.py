@@ -31,6 +31,15 @@ def _play(name, hosts, facts, os_check):
       vars:
         _common_role: baseline
         _common_os_check: {os_check}
+        # The calling role's own checks, as a role passes them.
+        _common_checks:
+          - that: "{{{{ (check_value | default(2048)) | int >= 1024 }}}}"
+            msg: "baseline_nofile must be at least 1024 (got {{{{ check_value | default(2048) }}}})."
+          - that: "{{{{ check_second | default(true) }}}}"
+            msg: "the second check failed"
+          # A message is templated only when its condition is false.
+          - that: true
+            msg: "{{{{ a_variable_nobody_defined }}}}"
 """
 
 
@@ -47,6 +56,10 @@ CASES = {
     "misspelt": {"baseline_ntp_server": ["ntp.example.com"]},
     "misspelt, strict": {"baseline_ntp_server": ["ntp.example.com"], "gpufleet_strict_inputs": True},
     "strict, not a boolean": {"gpufleet_strict_inputs": "perhaps"},
+    "a check fails": {"check_value": 10},
+    "two checks fail": {"check_value": 10, "check_second": False},
+    "a check and a shape fail": {"check_value": 10, "baseline_packages": "curl"},
+    "a check that is not a condition": {"check_second": "perhaps"},
 }
 
 
@@ -118,3 +131,28 @@ def test_a_strict_switch_that_is_not_a_boolean_is_named(results):
 def test_without_facts_the_os_check_says_what_to_do(results):
     r = results["no facts"]
     assert r.get("failed") and "keep gather_facts on for this play" in r["msg"], r
+
+
+def test_a_failed_check_gives_its_message(results):
+    r = results["a check fails"]
+    assert r.get("failed") and r["msg"] == "baseline_nofile must be at least 1024 (got 10).", r
+
+
+def test_every_failed_check_is_named_in_one_run(results):
+    r = results["two checks fail"]
+    assert r.get("failed"), r
+    assert "baseline_nofile must be at least 1024 (got 10)." in r["msg"] and "the second check failed" in r["msg"], r
+
+
+def test_checks_wait_for_the_input_shapes(results):
+    # A string for a list would make a condition written for a list fail to
+    # template: the shape error alone is reported.
+    r = results["a check and a shape fail"]
+    assert r.get("failed") and "baseline_packages: expected a list" in r["msg"], r
+    assert "at least 1024" not in r["msg"], r
+
+
+def test_a_check_that_gives_no_boolean_is_named(results):
+    r = results["a check that is not a condition"]
+    assert r.get("failed") and "_common_checks[1].that must give true or false" in r["msg"], r
+

@@ -44,6 +44,13 @@ class FakeNode:
         real_loaded, real_pci = gpu_facts.loaded_module_version, gpu_facts.pci_devices
         monkeypatch.setattr(gpu_facts, "loaded_module_version", lambda: real_loaded(str(self.sys)))
         monkeypatch.setattr(gpu_facts, "pci_devices", lambda: real_pci(str(self.sys)))
+        self.proc = tmp_path / "proc"
+        real_driver_gpus = gpu_facts.driver_gpus
+        monkeypatch.setattr(gpu_facts, "driver_gpus", lambda: real_driver_gpus(str(self.proc)))
+
+    def driver_runs(self, *addresses):
+        for address in addresses:
+            (self.proc / "driver" / "nvidia" / "gpus" / address).mkdir(parents=True)
 
     def pci(self, address, vendor, pci_class):
         device = self.sys / "bus" / "pci" / "devices" / address
@@ -149,6 +156,18 @@ def test_pci_scan_finds_gpus_and_nvswitches_without_a_driver(monkeypatch, tmp_pa
     gpu = result["ansible_facts"]["gpu"]
     assert gpu["pci_gpus"] == ["0000:01:00.0", "0000:19:00.0"]
     assert gpu["pci_nvswitches"] == ["0000:05:00.0"]
+
+
+def test_the_gpus_the_driver_runs_come_from_proc(monkeypatch, tmp_path, capsys):
+    node = FakeNode(monkeypatch, tmp_path, smi=False)
+    code, result = run(capsys)
+    assert code == 0 and result["ansible_facts"]["gpu"]["driver_gpus"] == []
+    node.driver_runs("0000:b3:00.0", "0000:19:00.0")
+    code, result = run(capsys)
+    assert code == 0
+    assert result["ansible_facts"]["gpu"]["driver_gpus"] == ["0000:19:00.0", "0000:b3:00.0"]
+    # No driver here: /dev/nvidiactl cannot exist on the test machine.
+    assert result["ansible_facts"]["gpu"]["control_device"] is False
 
 
 # nvidia-smi after the driver's libraries were upgraded under a loaded

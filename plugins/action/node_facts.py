@@ -1,0 +1,121 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpufleet.cloud.node_facts: what every role needs to know about a node,
+read once per run and node (see plugins/modules/node_facts.py for the
+documentation).
+
+One action instead of a setup, a package read, a GPU probe and an RDMA
+probe in each role's preflight: every role calls it, the first call of a
+run reads the node, and the later ones answer from the facts without
+touching it. A node's other facts decide what "this run" means: the node
+facts carry the epoch of the facts they were read with, so facts gathered
+again (a new run) make them stale."""
+
+from __future__ import annotations
+
+import json
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.cloud.plugins.test.node import container_node
+
+# One JSON line per port of every RDMA device: its name, its kernel driver
+# and the port's link layer (InfiniBand, or Ethernet for RoCE); then whether
+# the device nodes exist, which a container has only when it was given them.
+RDMA_PROBE = r"""
+for port in /sys/class/infiniband/*/ports/*; do
+  [ -e "$port" ] || continue
+  dev=${port%/ports/*}
+  driver=""
+  [ -e "$dev/device/driver" ] && driver=$(basename "$(readlink -f "$dev/device/driver")")
+  printf '{"name": "%s", "port": "%s", "driver": "%s", "link_layer": "%s"}\n' \
+    "$(basename "$dev")" "$(basename "$port")" "$driver" "$(cat "$port/link_layer" 2>/dev/null)"
+done
+[ -e /dev/infiniband ] && echo DEVICE_NODES
+exit 0
+"""
+
+# Fact subsets the roles read beyond the minimal ones, and a fact that
+# tells whether each was gathered.
+SUBSETS = (("virtual", "virtualization_type"), ("network", "all_ipv4_addresses"))
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset()
+
+    def _module(self, name, args, task_vars, what):
+        result = self._execute_module(module_name=name, module_args=args, task_vars=task_vars)
+        if result.get("failed") or result.get("unreachable"):
+            raise AnsibleActionFail("gpufleet.cloud.node_facts could not read %s: %s"
+                                    % (what, result.get("msg") or result.get("module_stderr") or result))
+        return result
+
+    def _rdma_ports(self, task_vars, container):
+        # The probe only reads sysfs: it runs in check mode too, where the
+        # command module would otherwise skip it.
+        check_mode = self._task.check_mode
+        self._task.check_mode = False
+        try:
+            result = self._module("ansible.legacy.command", {"_raw_params": RDMA_PROBE, "_uses_shell": True},
+                                  task_vars, "the RDMA devices")
+        finally:
+            self._task.check_mode = check_mode
+        lines = result.get("stdout_lines") or []
+        ports = [self._json_line(line) for line in lines if line.startswith("{")]
+        if container and "DEVICE_NODES" not in lines:
+            return []
+        return ports
+
+    @staticmethod
+    def _json_line(line):
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise AnsibleActionFail("gpufleet.cloud.node_facts: the RDMA probe printed %r, not JSON" % line) from None
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        facts = dict(task_vars.get("ansible_facts") or {})
+        epoch = (facts.get("date_time") or {}).get("epoch")
+        node = facts.get("gpufleet_node") or {}
+        check_mode = bool(self._task.check_mode)
+        if epoch and node.get("facts_epoch") == epoch and (not check_mode or "packages" in facts):
+            result.update(changed=False, msg="read earlier in this run")
+            return result
+
+        new = {}
+        missing = [subset for subset, fact in SUBSETS if fact not in facts]
+        if missing:
+            gathered = self._module("ansible.legacy.setup", {"gather_subset": ["!all", "!min"] + missing},
+                                    task_vars, "the %s facts" % " and ".join(missing))
+            new.update(gathered.get("ansible_facts") or {})
+        # setup names its facts ansible_*; a play reads them without the prefix.
+        facts.update({k[len("ansible_"):] if k.startswith("ansible_") else k: v for k, v in new.items()})
+        container = container_node(facts)
+
+        gpu = self._module("gpufleet.cloud.gpu_facts", {}, task_vars, "the GPUs")["ansible_facts"]["gpu"]
+        new["gpu"] = gpu
+        if check_mode:
+            # Check mode installs nothing, so what is installed now is what the
+            # later steps' check-mode conditions must read.
+            packages = self._module("ansible.legacy.package_facts", {"manager": "auto"}, task_vars, "the packages")
+            new.update(packages.get("ansible_facts") or {})
+
+        rdma_ports = self._rdma_ports(task_vars, container)
+        # /proc/driver is the host's in a container: its GPUs count there only
+        # when the container was given the control device.
+        usable_gpus = (gpu.get("driver_gpus") or []) if (not container or gpu.get("control_device")) else []
+        new["gpufleet_node"] = {
+            "facts_epoch": epoch,
+            "container": container,
+            "gpu_count": len(usable_gpus),
+            "gpus_on_bus": len(gpu.get("pci_gpus") or []),
+            "rdma_ports": rdma_ports,
+            "rdma_devices": sorted({port["name"] for port in rdma_ports}),
+        }
+        result.update(changed=False, ansible_facts=new)
+        return result

@@ -1,0 +1,115 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Modules carry GPLv3, as ansible-test's validate-modules requires of every
+# module; the rest of the collection is Apache-2.0.
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: node_facts
+short_description: What every gpufleet.cloud role needs to know about a node, read once per run
+version_added: 0.1.0
+description:
+  - Internal to gpufleet.cloud. Every role of the collection runs it in its
+    preflight, through the internal C(_common) role. It is documented because
+    its facts are the one place the roles read a node's GPUs, RDMA devices and
+    container status from.
+  - Gathers the C(virtual) and C(network) fact subsets where they are missing,
+    runs M(gpufleet.cloud.gpu_facts), probes the RDMA ports in sysfs and, in
+    check mode, reads the installed packages (check mode installs nothing, so
+    the later steps' check-mode conditions read what is installed now).
+  - The first call of a run reads the node; later calls answer from the facts
+    without touching it. The facts record the epoch of the node's facts they
+    were read with (C(ansible_facts.date_time.epoch)); facts gathered again,
+    as every run does, make them stale, so they are never older than the
+    node's other facts.
+author: gpufleet developers (@gpufleet)
+options: {}
+attributes:
+  action:
+    support: full
+    description: Runs on the controller and executes read-only modules on the node.
+  check_mode:
+    support: full
+    description: Only reads; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing, so there is nothing to show.
+  facts:
+    support: full
+    description: Returns C(gpufleet_node), C(gpu) and, in check mode, C(packages).
+  platform:
+    support: full
+    platforms: posix
+    description: Linux nodes; the roles support Debian and Ubuntu.
+seealso:
+  - module: gpufleet.cloud.gpu_facts
+"""
+
+EXAMPLES = r"""
+# In a role of the collection (roles/<role>/tasks/preflight.yml):
+- name: Read the node's facts
+  ansible.builtin.import_role:
+    name: gpufleet.cloud._common
+    tasks_from: facts
+
+- name: Use them
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.gpufleet_node.gpu_count }} GPU(s), container: {{ ansible_facts.gpufleet_node.container }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts to add to ansible_facts.
+  returned: when the node was read (the first call of a run)
+  type: dict
+  contains:
+    gpufleet_node:
+      description: The node as the roles see it.
+      returned: when the node was read
+      type: dict
+      contains:
+        facts_epoch:
+          description: C(ansible_facts.date_time.epoch) when these were read.
+          type: str
+          sample: "1764690000"
+        container:
+          description: Whether the node is a container sharing its host's kernel (no sysctl, modules, driver or reboot).
+          type: bool
+          sample: false
+        gpu_count:
+          description:
+            - GPUs the loaded NVIDIA driver runs (C(/proc/driver/nvidia/gpus)). In a container they count only
+              when the container was given C(/dev/nvidiactl), because C(/proc/driver) is the host's.
+          type: int
+          sample: 8
+        gpus_on_bus:
+          description: NVIDIA GPUs on the PCI bus, with or without a driver.
+          type: int
+          sample: 8
+        rdma_ports:
+          description:
+            - One entry per port of every RDMA device in sysfs, with its name, port, kernel driver and link layer.
+              In a container, empty unless it was given C(/dev/infiniband).
+          type: list
+          elements: dict
+          sample: [{name: mlx5_0, port: "1", driver: mlx5_core, link_layer: InfiniBand}]
+        rdma_devices:
+          description: The RDMA device names of RV(ansible_facts.gpufleet_node.rdma_ports).
+          type: list
+          elements: str
+          sample: [mlx5_0]
+    gpu:
+      description: What M(gpufleet.cloud.gpu_facts) returns.
+      returned: when the node was read
+      type: dict
+    packages:
+      description: What M(ansible.builtin.package_facts) returns.
+      returned: in check mode, when the node was read
+      type: dict
+"""

@@ -1,0 +1,94 @@
+"""gpufleet.cloud.node_facts in a real ansible-playbook run against this
+machine (a local connection): what it reads, that a second call in the
+same run answers from the facts without reading the node again, and that
+check mode adds the installed packages."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.cloud.plugins.test.node import CONTAINER_TYPES
+
+ROOT = Path(__file__).resolve().parents[4]
+
+PLAY = """
+- name: Node facts, as the roles' preflights read them
+  hosts: local
+  gather_facts: true
+  gather_subset: [min]
+  tasks:
+    - name: First read
+      gpufleet.cloud.node_facts:
+    - name: Second read
+      gpufleet.cloud.node_facts:
+    - name: Show what the play sees
+      ansible.builtin.debug:
+        msg: "{{ ansible_facts.gpufleet_node }}"
+"""
+
+
+# package_facts needs Debian's apt bindings, which the nodes' python3 has
+# and a virtual environment does not.
+NODE_PYTHON = "/usr/bin/python3"
+HAS_APT = subprocess.run([NODE_PYTHON, "-c", "import apt"], capture_output=True, check=False).returncode == 0 \
+    if os.path.exists(NODE_PYTHON) else False
+
+
+def run(tmp_path, *args):
+    local = {"ansible_connection": "local", "ansible_python_interpreter": NODE_PYTHON if HAS_APT else sys.executable}
+    (tmp_path / "inventory.json").write_text(json.dumps({"all": {"hosts": {"local": local}}}))
+    (tmp_path / "play.yml").write_text(PLAY)
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+           "ANSIBLE_NOCOLOR": "1"}
+    done = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp_path / "inventory.json"),
+                           str(tmp_path / "play.yml"), *args], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=tmp_path, check=False)
+    try:
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"no JSON report (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    assert done.returncode == 0, done.stdout[-3000:]
+    return {task["task"]["name"]: task["hosts"]["local"] for task in report["plays"][0]["tasks"]}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    modes = (("run", ()), ("check", ("--check",))) if HAS_APT else (("run", ()),)
+    return {mode: run(tmp_path_factory.mktemp(mode), *args) for mode, args in modes}
+
+
+def needs(runs, mode):
+    if mode not in runs:
+        pytest.skip(f"no {NODE_PYTHON} with Debian's apt bindings here: check mode reads the packages through them")
+
+
+@pytest.mark.parametrize("mode", ["run", "check"])
+def test_the_first_call_reads_the_node(runs, mode):
+    needs(runs, mode)
+    first = runs[mode]["First read"]
+    node = first["ansible_facts"]["gpufleet_node"]
+    assert not first.get("changed") and not first.get("failed"), first
+    assert set(node) == {"facts_epoch", "container", "gpu_count", "gpus_on_bus", "rdma_ports", "rdma_devices"}
+    # This machine has no GPU and no RDMA device: none, not unknown.
+    assert node["gpu_count"] == 0 and node["rdma_ports"] == [] and node["rdma_devices"] == []
+    # The setup facts come as setup names them (ansible_*); the play reads
+    # them without the prefix.
+    facts = first["ansible_facts"]
+    assert node["container"] == (facts["ansible_virtualization_type"] in CONTAINER_TYPES)
+    assert "ansible_all_ipv4_addresses" in facts and "gpu" in facts
+    assert ("packages" in facts) == (mode == "check"), sorted(facts)
+
+
+@pytest.mark.parametrize("mode", ["run", "check"])
+def test_a_later_call_in_the_same_run_does_not_read_the_node_again(runs, mode):
+    needs(runs, mode)
+    second = runs[mode]["Second read"]
+    assert second.get("msg") == "read earlier in this run" and "ansible_facts" not in second, second
+    shown = runs[mode]["Show what the play sees"]["msg"]
+    assert shown == runs[mode]["First read"]["ansible_facts"]["gpufleet_node"]

@@ -28,6 +28,7 @@ help:
 	@echo "make lab-fleet | lab-roles   the lab stage's two independent halves"
 	@echo "make bench-inventory   inventory benchmark (not part of make test)"
 	@echo "make bench-fleet       lab at 1, 4, 8 nodes: no-op converge and drift scan, three configs"
+	@echo "make bench-revisions BEFORE=<rev>   this checkout against <rev> on the lab: tasks and CPU per no-op converge"
 	@echo "make ee-context        the AWX execution environment's build context in build/ee/context"
 	@echo "make ee-image EE_TAG=REGISTRY/NAME:TAG   build that image (needs registries: see docs/awx.md)"
 	@echo "make molecule SCENARIO=baseline   one role's scenario"
@@ -218,7 +219,7 @@ gpu: venv collections
 	@$(call timed,gpu,$(BIN)/molecule test -s gpu)
 
 # ---- benchmarks (never part of make test) ------------------------------
-.PHONY: bench-inventory bench-fleet
+.PHONY: bench-inventory bench-fleet bench-revisions
 bench-inventory: venv collections
 	$(BIN)/python -m bench.inventory
 # Takes over the lab fleet (gpufleet lab up -n 1, 4, 8) and leaves it at 8.
@@ -226,6 +227,11 @@ bench-inventory: venv collections
 FLEET_CONFIGS ?= gpufleet,linear,defaults
 bench-fleet: venv collections images
 	$(BIN)/python -m bench.fleet --configs $(FLEET_CONFIGS)
+# This checkout against an older revision (BEFORE=<git rev>) on the lab as it
+# is (up and converged): tasks evaluated and controller CPU of a no-op converge.
+BEFORE ?= HEAD~1
+bench-revisions: venv collections
+	$(BIN)/python -m bench.fleet.revisions --before $(BEFORE)
 
 # ---- execution environment (AWX, Ansible Automation Platform) ------------
 # The collection goes in as the tarball `ansible-galaxy collection build`

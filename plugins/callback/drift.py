@@ -157,7 +157,7 @@ class CallbackModule(CallbackBase):
         }
         applied_by = _applied_by(task._role) if role else []
         if applied_by and applied_by != [role]:
-            # An internal role (nvidia_packages) has no tag of its own in
+            # An internal role (_nvidia_packages) has no tag of its own in
             # site.yml: --fix reaches it through the roles that include it.
             record["applied_by"] = applied_by
         if state == _drift.DRIFTED:

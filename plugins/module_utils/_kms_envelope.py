@@ -10,7 +10,7 @@ KMS and the node's credentials it is useless.
 
 This file and the _kms_<provider> adapters import nothing from Ansible, so
 the same code runs inside the kms_data_key module and in the boot-time
-helper that the kms_client role installs on the node.
+helper that the _kms_client role installs on the node.
 """
 
 from __future__ import absolute_import, division, print_function

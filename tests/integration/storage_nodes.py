@@ -70,13 +70,13 @@ def node(image: str = "localhost/gpufleet-debian:12", *, privileged: bool = Fals
         detach_loops_of(name)
 
 
-# Every provider kms_client knows: the snapshot below carries all their SDKs.
+# Every provider _kms_client knows: the snapshot below carries all their SDKs.
 KMS_PROVIDERS = ("aws", "aliyun", "tencent", "huawei")
 
 
-def _build_kms_client_image(base: str, image: str) -> None:
+def _build_kms_sdk_image(base: str, image: str) -> None:
     with node(base) as name:
-        rc, out, stats = apply_role(name, "gpufleet.cloud.kms_client", {"kms_client_providers": list(KMS_PROVIDERS)})
+        rc, out, stats = apply_role(name, "gpufleet.cloud._kms_client", {"_kms_client_providers": list(KMS_PROVIDERS)})
         assert rc == 0 and stats.get("failed") == 0, out[-4000:]
         # Nodes started from the image get their own machine id at boot.
         sh(name, ": > /etc/machine-id")
@@ -111,13 +111,13 @@ def _locked(path):
 
 
 @contextlib.contextmanager
-def kms_client_image(shared_dir, base: str = "localhost/gpufleet-debian:12"):
-    """A node image with kms_client converged once for every provider (the
+def kms_sdk_image(shared_dir, base: str = "localhost/gpufleet-debian:12"):
+    """A node image with _kms_client converged once for every provider (the
     SDKs' venv, python3-venv, the gpufleet-kms helper), made with `podman
     commit`; removed afterwards. Yields the image's name.
 
     The storage and backup tests whose subject is their own role start from
-    it instead of installing the SDKs from PyPI on every node; kms_client
+    it instead of installing the SDKs from PyPI on every node; _kms_client
     still runs in each of their converges and finds nothing to install.
     Its first install is proven where it is the subject: the
     encrypted_storage and backup Molecule scenarios, on Debian 12 and 13.
@@ -132,7 +132,7 @@ def kms_client_image(shared_dir, base: str = "localhost/gpufleet-debian:12"):
     lock, users = os.path.join(shared_dir, "kms-image.lock"), os.path.join(shared_dir, "kms-image.users")
     with _locked(lock):
         if not _image_exists(image):
-            _build_kms_client_image(base, image)
+            _build_kms_sdk_image(base, image)
         _set_count(users, _count(users) + 1)
     try:
         yield image

@@ -29,7 +29,7 @@ BASELINE = "gpufleet.cloud.baseline : "
 MONITORING = "gpufleet.cloud.monitoring : "
 DOCKER = "gpufleet.cloud.docker : "
 SECURITY = "gpufleet.cloud.security : "
-NVIDIA_PACKAGES = "gpufleet.cloud.nvidia_packages : "
+NVIDIA_PACKAGES = "gpufleet.cloud._nvidia_packages : "
 BACKUP = "gpufleet.cloud.backup : "
 NODE_HEALTH = "gpufleet.cloud.node_health : "
 
@@ -82,7 +82,7 @@ MUTATIONS = (
              ("nft", "add", "rule", "inet", "gpufleet", "input", "tcp", "dport", "4444", "accept"),
              (SECURITY + "Load the firewall ruleset atomically",), "4444"),
     # A pinned driver package released from its hold: a resource of the
-    # internal nvidia_packages role, which --fix reaches through the roles
+    # internal _nvidia_packages role, which --fix reaches through the roles
     # that include it.
     Mutation(GPU_NODE, "package hold", ("apt-mark", "unhold", "libnvidia-ml1"),
              (NVIDIA_PACKAGES + "Hold the pinned packages against upgrades [libnvidia-ml1]",)),

@@ -4,7 +4,7 @@ loopback emulators for the others), through the official SDKs.
 Each test converges a privileged Debian node with a LUKS2 volume and an
 fscrypt directory, both on loop files. The node starts from the session's
 snapshot with the KMS SDKs installed (kms_node_image): the subject here is
-encrypted_storage, not kms_client's first install. The kernel here has no
+encrypted_storage, not _kms_client's first install. The kernel here has no
 device-mapper, so the LUKS2 volume is proven up to `cryptsetup open
 --test-passphrase`; the fscrypt directory end to end. The open/mount/read/
 write steps of LUKS2 are in test_luks_dm.py (marker dm)."""

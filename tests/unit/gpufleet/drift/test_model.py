@@ -38,7 +38,7 @@ def test_fix_targets_short_role_names_and_drifted_hosts_only():
 
 
 def test_fix_reaches_an_internal_role_through_the_roles_that_include_it():
-    held = rec("a", "Hold [libnvidia-ml1]", "drifted", role="gpufleet.cloud.nvidia_packages")
+    held = rec("a", "Hold [libnvidia-ml1]", "drifted", role="gpufleet.cloud._nvidia_packages")
     held["applied_by"] = ["gpufleet.cloud.nvidia_driver", "gpufleet.cloud.cuda"]
     r = report([held, rec("a", "x", "drifted")])
     assert r.drifted_roles() == ["baseline", "cuda", "nvidia_driver"]

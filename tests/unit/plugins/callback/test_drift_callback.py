@@ -166,19 +166,19 @@ def test_versions_are_collected_for_peer_comparison(cb, tmp_path):
 
 
 def test_a_resource_of_an_included_role_names_the_roles_that_reach_it(cb, tmp_path):
-    # nvidia_packages has no tag in site.yml: nvidia_driver and cuda include
+    # _nvidia_packages has no tag in site.yml: nvidia_driver and cuda include
     # it, so those are what --fix must run; the top of each chain counts.
     h = FakeHost("n1")
     driver = FakeRole("gpufleet.cloud.nvidia_driver")
     wrapper = FakeRole("gpufleet.cloud.cuda_wrapper", [FakeRole("gpufleet.cloud.cuda")])
-    hold = FakeTask("Hold the pinned packages", "ansible.builtin.dpkg_selections", role="gpufleet.cloud.nvidia_packages")
-    hold._role = FakeRole("gpufleet.cloud.nvidia_packages", [driver, wrapper])
+    hold = FakeTask("Hold the pinned packages", "ansible.builtin.dpkg_selections", role="gpufleet.cloud._nvidia_packages")
+    hold._role = FakeRole("gpufleet.cloud._nvidia_packages", [driver, wrapper])
     cb.v2_runner_item_on_ok(result(h, hold, {"changed": True, "item": "libnvidia-ml1",
                                              "_ansible_item_label": "libnvidia-ml1"}))
     plain = FakeTask("Configure chrony", "ansible.builtin.template", role="gpufleet.cloud.baseline")
     cb.v2_runner_on_ok(result(h, plain, {"changed": True}))
     records = {r["resource"]: r for r in finish(cb, tmp_path)["records"]}
-    held = records["gpufleet.cloud.nvidia_packages : Hold the pinned packages [libnvidia-ml1]"]
-    assert held["role"] == "gpufleet.cloud.nvidia_packages"
+    held = records["gpufleet.cloud._nvidia_packages : Hold the pinned packages [libnvidia-ml1]"]
+    assert held["role"] == "gpufleet.cloud._nvidia_packages"
     assert held["applied_by"] == ["gpufleet.cloud.nvidia_driver", "gpufleet.cloud.cuda"]
     assert "applied_by" not in records["gpufleet.cloud.baseline : Configure chrony"]

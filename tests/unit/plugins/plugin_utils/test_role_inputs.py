@@ -7,12 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _role_inputs
 
 ROOT = Path(__file__).resolve().parents[4]
-PUBLIC = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file()
-                and not p.name.startswith("_"))
+ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
+PUBLIC = [r for r in ROLES if not r.startswith("_")]
+# Internal roles: a leading underscore, and their inputs carry it too
+# (_common_role, _nvidia_packages_names, _kms_client_providers).
+INTERNAL = [r for r in ROLES if r.startswith("_")]
 
 
 def spec(role):
@@ -23,8 +27,6 @@ def spec(role):
 def test_every_role_has_options_and_its_defaults_are_well_shaped(role):
     # Every default in defaults/main.yml passes the role's own check: the
     # check cannot fire on a role used as shipped.
-    import yaml
-
     s = spec(role)
     assert s.options, role
     defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
@@ -32,6 +34,48 @@ def test_every_role_has_options_and_its_defaults_are_well_shaped(role):
     defaults = {k: v for k, v in defaults.items() if not (isinstance(v, str) and "{{" in v)}
     assert _role_inputs.shape_errors(s, defaults) == []
     assert _role_inputs.unknown_inputs(s, defaults) == []
+
+
+@pytest.mark.parametrize("role", INTERNAL)
+def test_an_internal_roles_inputs_carry_its_underscore_name(role):
+    s = spec(role)
+    assert s.prefix == role + "_" and s.prefix.startswith("_")
+    assert s.options and all(name.startswith(s.prefix) for name in s.options), sorted(s.options)
+    defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+    assert defaults and all(name in s.options for name in defaults), sorted(set(defaults) - set(s.options))
+    shipped = {k: v for k, v in defaults.items() if not (isinstance(v, str) and "{{" in v)}
+    assert _role_inputs.shape_errors(s, shipped) == []
+    # Its private variables (two underscores) never look like its inputs.
+    assert _role_inputs.unknown_inputs(s, sorted(s.outputs)) == []
+
+
+def test_the_prefix_of_an_underscore_role_is_its_whole_name():
+    s = spec("_kms_client")
+    found = _role_inputs.unknown_inputs(s, [
+        "_kms_client_provider",        # misspelt input of the internal role
+        "_kms_client_providers",       # its input
+        "__kms_client_sdk_packages",   # its private variable (vars/main.yml)
+        "kms_client_providers",        # the name before the rename: another prefix
+        "encrypted_storage_kms_provider",
+    ])
+    assert found == [("_kms_client_provider", "_kms_client_providers")]
+    assert _role_inputs.unknown_message(s, *found[0], strict=True).startswith(
+        "_kms_client_provider is not an option of gpufleet.cloud._kms_client (did you mean _kms_client_providers?)")
+    (error,) = _role_inputs.shape_errors(s, {"_kms_client_providers": "aws"})
+    assert error.startswith("_kms_client_providers: expected a list, got the string 'aws'")
+
+
+def test_no_roles_prefix_claims_another_roles_variables():
+    # The preflight warns about every variable with the role's prefix that
+    # the role does not know: a prefix that another role's options or
+    # outputs start with (a role named nvidia beside _nvidia_packages and
+    # nvidia_driver would be one) would warn about that role's variables.
+    specs = {role: spec(role) for role in ROLES}
+    for role, s in specs.items():
+        for other, o in specs.items():
+            if other != role:
+                claimed = sorted(n for n in set(o.options) | o.outputs if n.startswith(s.prefix))
+                assert not claimed, f"{role}'s prefix {s.prefix} matches {other}'s {claimed}"
 
 
 def test_a_string_for_a_list_is_refused_with_the_list_it_meant():

@@ -8,7 +8,7 @@ import pytest
 
 from ...conftest import ROOT, load_helper
 
-cli = load_helper("kms_client", "gpufleet_kms_cli.py", "gpufleet_kms_cli")
+cli = load_helper("_kms_client", "gpufleet_kms_cli.py", "gpufleet_kms_cli")
 # The helper's own classes: on a node they come from the gpufleet_kms copy.
 Envelope, KmsError = cli.Envelope, cli.KmsError
 
@@ -104,7 +104,7 @@ def test_node_sdk_pins_match_the_tested_versions():
         if "==" in line and not line.startswith("#")
     )
     pins = {name.lower().replace("_", "-"): version for name, version in pins.items()}
-    role_vars = (ROOT / "roles" / "kms_client" / "vars" / "main.yml").read_text()
+    role_vars = (ROOT / "roles" / "_kms_client" / "vars" / "main.yml").read_text()
     found = re.findall(r"([A-Za-z0-9_.-]+)==([0-9.]+)", role_vars)
     assert len(found) >= 8
     for name, version in found:

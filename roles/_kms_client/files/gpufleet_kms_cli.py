@@ -14,7 +14,7 @@ KMS decrypts the envelope, and prints no key material.
 Credentials come from each SDK's own chain (environment, profile, the
 instance's role), or from a JSON file (0600) of access_key, secret_key and
 security_token given with --credentials. Installed by the
-gpufleet.cloud.kms_client role beside the gpufleet_kms package (the
+gpufleet.cloud._kms_client role beside the gpufleet_kms package (the
 collection's module_utils adapters)."""
 
 from __future__ import absolute_import, division, print_function

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
@@ -52,8 +52,18 @@ class ActionModule(ActionBase):
             except TypeError:
                 raise AnsibleActionFail("_common_checks[%d].that must give true or false, got %r"
                                         % (index, check["that"])) from None
+            except AnsibleError as exc:
+                # An input an earlier check refused (an unsupported system,
+                # say) can make a later condition fail to template: that is
+                # one more reason to fix the inputs, not a crash.
+                failed.append("_common_checks[%d] could not be evaluated: %s" % (index, " ".join(str(exc).split())))
+                continue
             if not passed:
-                failed.append(" ".join(str(self._templar.template(check["msg"])).split()))
+                try:
+                    failed.append(" ".join(str(self._templar.template(check["msg"])).split()))
+                except AnsibleError as exc:
+                    failed.append("_common_checks[%d] failed, and its message could not be rendered: %s"
+                                  % (index, " ".join(str(exc).split())))
         return failed
 
     def run(self, tmp=None, task_vars=None):

@@ -40,6 +40,9 @@ def _play(name, hosts, facts, os_check):
           # A message is templated only when its condition is false.
           - that: true
             msg: "{{{{ a_variable_nobody_defined }}}}"
+          # A condition that fails to template is reported, not a crash.
+          - that: "{{{{ not (check_broken | default(false)) or a_variable_nobody_defined.key }}}}"
+            msg: "never shown"
 """
 
 
@@ -60,6 +63,7 @@ CASES = {
     "two checks fail": {"check_value": 10, "check_second": False},
     "a check and a shape fail": {"check_value": 10, "baseline_packages": "curl"},
     "a check that is not a condition": {"check_second": "perhaps"},
+    "a check that cannot be evaluated": {"check_broken": True, "check_value": 10},
 }
 
 
@@ -155,4 +159,11 @@ def test_checks_wait_for_the_input_shapes(results):
 def test_a_check_that_gives_no_boolean_is_named(results):
     r = results["a check that is not a condition"]
     assert r.get("failed") and "_common_checks[1].that must give true or false" in r["msg"], r
+
+
+def test_a_check_that_cannot_be_evaluated_is_reported_with_the_others(results):
+    r = results["a check that cannot be evaluated"]
+    assert r.get("failed"), r
+    assert "_common_checks[3] could not be evaluated" in r["msg"] and "a_variable_nobody_defined" in r["msg"], r
+    assert "baseline_nofile must be at least 1024 (got 10)." in r["msg"], r
 

@@ -4,7 +4,7 @@ things of every role's task files, checked here for all roles at once:
 - the preflight, which sets the facts the other steps read, is tagged
   `always`, so it runs whatever step is selected;
 - a role whose steps read `ansible_facts.packages` outside its install step
-  reads them in its preflight in check mode (`_common`'s `packages`), since
+  reads them in its preflight in check mode (`_common`'s `facts`), since
   a run limited to another step never reaches the install step's read.
 
 The real runs (each step tag in check mode on a fresh and a converged node)
@@ -51,4 +51,4 @@ def test_packages_read_in_check_mode_are_read_by_the_preflight(role):
     preflight = yaml.safe_load((tasks / "preflight.yml").read_text())
     assert any((t.get("ansible.builtin.import_role") or {}).get("tasks_from") == "facts"
                and t["ansible.builtin.import_role"]["name"] == "gpufleet.cloud._common" for t in preflight), (
-        f"{role}: {readers} read ansible_facts.packages; its preflight must import gpufleet.cloud._common's packages")
+        f"{role}: {readers} read ansible_facts.packages; its preflight must import gpufleet.cloud._common's facts")

@@ -155,4 +155,3 @@ def test_checks_wait_for_the_input_shapes(results):
 def test_a_check_that_gives_no_boolean_is_named(results):
     r = results["a check that is not a condition"]
     assert r.get("failed") and "_common_checks[1].that must give true or false" in r["msg"], r
-

@@ -42,6 +42,14 @@ exit 0
 SUBSETS = (("virtual", "virtualization_type"), ("network", "all_ipv4_addresses"))
 
 
+def gpu_counts(gpu, container):
+    """gpu_count and gpus_on_bus from gpu_facts' facts. /proc/driver is the
+    host's in a container: its GPUs count there only when the container was
+    given the control device."""
+    usable_gpus = (gpu.get("driver_gpus") or []) if (not container or gpu.get("control_device")) else []
+    return {"gpu_count": len(usable_gpus), "gpus_on_bus": len(gpu.get("pci_gpus") or [])}
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset()
@@ -84,6 +92,12 @@ class ActionModule(ActionBase):
         node = facts.get("gpufleet_node") or {}
         check_mode = bool(self._task.check_mode)
         if epoch and node.get("facts_epoch") == epoch and (not check_mode or "packages" in facts):
+            # A later gpu_facts (nvidia_driver's, after it loaded the driver)
+            # refreshed ansible_facts.gpu: the counts follow it, as a role
+            # that looked at the node now would see.
+            counts = gpu_counts(facts.get("gpu") or {}, node.get("container"))
+            if any(node.get(key) != value for key, value in counts.items()):
+                result["ansible_facts"] = {"gpufleet_node": dict(node, **counts)}
             result.update(changed=False, msg="read earlier in this run")
             return result
 
@@ -106,14 +120,10 @@ class ActionModule(ActionBase):
             new.update(packages.get("ansible_facts") or {})
 
         rdma_ports = self._rdma_ports(task_vars, container)
-        # /proc/driver is the host's in a container: its GPUs count there only
-        # when the container was given the control device.
-        usable_gpus = (gpu.get("driver_gpus") or []) if (not container or gpu.get("control_device")) else []
         new["gpufleet_node"] = {
             "facts_epoch": epoch,
             "container": container,
-            "gpu_count": len(usable_gpus),
-            "gpus_on_bus": len(gpu.get("pci_gpus") or []),
+            **gpu_counts(gpu, container),
             "rdma_ports": rdma_ports,
             "rdma_devices": sorted({port["name"] for port in rdma_ports}),
         }

@@ -28,6 +28,9 @@ description:
     were read with (C(ansible_facts.date_time.epoch)); facts gathered again,
     as every run does, make them stale, so they are never older than the
     node's other facts.
+  - The GPU counts follow C(ansible_facts.gpu). A later call after
+    M(gpufleet.cloud.gpu_facts) read the node again (as nvidia_driver does
+    after loading the driver) updates them, without touching the node.
 author: gpufleet developers (@gpufleet)
 options: {}
 attributes:
@@ -66,7 +69,7 @@ EXAMPLES = r"""
 RETURN = r"""
 ansible_facts:
   description: Facts to add to ansible_facts.
-  returned: when the node was read (the first call of a run)
+  returned: when the node was read (the first call of a run), or its GPU counts changed since
   type: dict
   contains:
     gpufleet_node:

@@ -1,7 +1,8 @@
 """gpufleet.cloud.node_facts in a real ansible-playbook run against this
 machine (a local connection): what it reads, that a second call in the
-same run answers from the facts without reading the node again, and that
-check mode adds the installed packages."""
+same run answers from the facts without reading the node again (its GPU
+counts following a later read of the GPUs), and that check mode adds the
+installed packages."""
 
 from __future__ import annotations
 
@@ -30,6 +31,22 @@ PLAY = """
     - name: Show what the play sees
       ansible.builtin.debug:
         msg: "{{ ansible_facts.gpufleet_node }}"
+    # As nvidia_driver's gpu_facts after it loaded the driver: GPUs now run.
+    - name: Read the GPUs again
+      fake_gpu_facts:
+    - name: Third read
+      gpufleet.cloud.node_facts:
+"""
+
+# Answers like gpufleet.cloud.gpu_facts on a node whose driver runs one GPU
+# (with its control device, so it counts in a container too).
+FAKE_GPU_FACTS = """#!/usr/bin/python
+from ansible.module_utils.basic import AnsibleModule
+
+module = AnsibleModule(argument_spec={}, supports_check_mode=True)
+module.exit_json(changed=False, ansible_facts={"gpu": {
+    "count": 1, "gpus": [], "pci_gpus": ["0000:01:00.0"], "pci_nvswitches": [],
+    "driver_gpus": ["0000:01:00.0"], "control_device": True, "loaded_module_version": "580.95.05"}})
 """
 
 
@@ -44,6 +61,8 @@ def run(tmp_path, *args):
     local = {"ansible_connection": "local", "ansible_python_interpreter": NODE_PYTHON if HAS_APT else sys.executable}
     (tmp_path / "inventory.json").write_text(json.dumps({"all": {"hosts": {"local": local}}}))
     (tmp_path / "play.yml").write_text(PLAY)
+    (tmp_path / "library").mkdir()
+    (tmp_path / "library" / "fake_gpu_facts.py").write_text(FAKE_GPU_FACTS)
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
            "ANSIBLE_NOCOLOR": "1"}
     done = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp_path / "inventory.json"),
@@ -92,3 +111,16 @@ def test_a_later_call_in_the_same_run_does_not_read_the_node_again(runs, mode):
     assert second.get("msg") == "read earlier in this run" and "ansible_facts" not in second, second
     shown = runs[mode]["Show what the play sees"]["msg"]
     assert shown == runs[mode]["First read"]["ansible_facts"]["gpufleet_node"]
+
+
+@pytest.mark.parametrize("mode", ["run", "check"])
+def test_the_gpu_counts_follow_a_later_read_of_the_gpus(runs, mode):
+    needs(runs, mode)
+    third = runs[mode]["Third read"]
+    assert third.get("msg") == "read earlier in this run", third
+    node = third["ansible_facts"]["gpufleet_node"]
+    assert node["gpu_count"] == 1 and node["gpus_on_bus"] == 1, node
+    # Only the counts change: the rest is what the first call read.
+    first = runs[mode]["First read"]["ansible_facts"]["gpufleet_node"]
+    assert {k: v for k, v in node.items() if k not in ("gpu_count", "gpus_on_bus")} == {
+        k: v for k, v in first.items() if k not in ("gpu_count", "gpus_on_bus")}

@@ -166,4 +166,3 @@ def test_a_check_that_cannot_be_evaluated_is_reported_with_the_others(results):
     assert r.get("failed"), r
     assert "_common_checks[3] could not be evaluated" in r["msg"] and "a_variable_nobody_defined" in r["msg"], r
     assert "baseline_nofile must be at least 1024 (got 10)." in r["msg"], r
-

@@ -99,7 +99,7 @@ def markdown(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.fleet.revisions", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.fleet.revisions", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--before", required=True, help="the git revision to compare this checkout with")
     parser.add_argument("--rounds", type=int, default=3, help="measured runs of each revision (default 3)")
     parser.add_argument("--output", type=Path, default=HERE, help="folder for revisions.md and revisions.json")

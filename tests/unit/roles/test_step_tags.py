@@ -7,10 +7,10 @@ things of every role's task files, checked here for all roles at once:
   reads them in its preflight in check mode (`_common`'s `facts`), since
   a run limited to another step never reaches the install step's read.
 
-The real runs, each step tag alone in check mode on the fresh nodes and on
-the converged ones, are every Molecule scenario's two side_effect steps
+The real runs, each step tag alone in check mode on the converged node,
+are every Molecule scenario's side_effect step, after verify
 (extensions/molecule/step_tags.yml); this keeps the structure that makes
-them pass."""
+them pass, and that every scenario has that step after its converge."""
 
 from __future__ import annotations
 
@@ -56,3 +56,25 @@ def test_packages_read_in_check_mode_are_read_by_the_preflight(role):
     assert any((t.get("ansible.builtin.import_role") or {}).get("tasks_from") == "facts"
                and t["ansible.builtin.import_role"]["name"] == "gpufleet.cloud._common" for t in preflight), (
         f"{role}: {readers} read ansible_facts.packages; its preflight must import gpufleet.cloud._common's facts")
+
+
+SCENARIOS = sorted(p.parent.name for p in ROOT.glob("extensions/molecule/*/molecule.yml") if p.parent.name != "gpu")
+
+
+def test_the_shared_side_effect_is_the_step_tag_play():
+    config = yaml.safe_load((ROOT / "extensions/molecule/config.yml").read_text())
+    assert config["provisioner"]["playbooks"]["side_effect"] == "../step_tags.yml"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_scenario_runs_the_step_tags_on_its_converged_node(scenario):
+    # A scenario with a sequence of its own replaces config.yml's, and with
+    # it the step-tag pass: it must keep one side_effect, after converge
+    # and before destroy, and no playbook of its own in its place.
+    config = yaml.safe_load((ROOT / "extensions/molecule/config.yml").read_text())
+    own = yaml.safe_load((ROOT / "extensions/molecule" / scenario / "molecule.yml").read_text()) or {}
+    sequence = ((own.get("scenario") or {}).get("test_sequence")
+                or config["scenario"]["test_sequence"])
+    assert sequence.count("side_effect") == 1, (scenario, sequence)
+    assert sequence.index("converge") < sequence.index("side_effect") < len(sequence) - 1, (scenario, sequence)
+    assert "side_effect" not in ((own.get("provisioner") or {}).get("playbooks") or {}), scenario

@@ -11,49 +11,12 @@ write steps of LUKS2 are in test_luks_dm.py (marker dm)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.integration.storage_nodes import apply_role, files_containing, node, sh, sha256_of
+from tests.integration.roles.encrypted_storage.volumes import ENVELOPE, assert_locked, data_key, journal, unit, volumes
+from tests.integration.storage_nodes import files_containing, node, sh
 
 pytestmark = pytest.mark.lab
-
-ROLE = "gpufleet.cloud.encrypted_storage"
-ENVELOPE = "/etc/gpufleet/kms/storage-{}.envelope"
-
-
-def volumes(name, kms, key=0):
-    """Converge both volumes; returns the Ansible output of both runs."""
-    outputs = []
-    for backend, volume in (("luks", "vault"), ("fscrypt", "ckpt")):
-        variables = dict(kms.role_vars(key), encrypted_storage_backend=backend, encrypted_storage_name=volume,
-                         encrypted_storage_loop_file=f"/var/lib/gpufleet/storage/{name}-{volume}.img",
-                         encrypted_storage_loop_size="64M", encrypted_storage_mount_point=f"/data/{volume}")
-        rc, out, stats = apply_role(name, ROLE, variables, "-vvv")
-        assert rc == 0 and stats.get("failed") == 0, out[-4000:]
-        outputs.append(out)
-    return outputs
-
-
-def data_key(name, kms, volume):
-    return kms.decrypt(sh(name, f"cat {ENVELOPE.format(volume)}").stdout)
-
-
-def unit(name, action, volume):
-    return sh(name, f"systemctl {action} gpufleet-storage@{volume}.service", check=False)
-
-
-def journal(name, volume):
-    return sh(name, f"journalctl -u gpufleet-storage@{volume}.service --no-pager -o cat").stdout
-
-
-def assert_locked(name):
-    # Locked: the directory is unmounted, or its names are ciphertext and
-    # contents unreadable.
-    state = sh(name, "gpufleet-storage status ckpt").stdout
-    assert json.loads(state)["locked"] is True, state
-    assert sh(name, "cat /data/ckpt/encrypted/model.bin", check=False).returncode != 0
 
 
 @pytest.mark.parametrize("host_kms", ["aws"], indirect=True)
@@ -93,27 +56,6 @@ def test_aws_kms_unlocks_after_restart_and_no_file_holds_the_key(host_kms, kms_n
         for out in outputs:
             for key in (vault_key, ckpt_key):
                 assert key.hex() not in out and key.hex().upper() not in out
-
-
-@pytest.mark.parametrize("host_kms", ["aliyun", "tencent", "huawei"], indirect=True)
-def test_other_clouds_kms_unlock_and_rotation_rewraps_without_reformat(host_kms, kms_node_image):
-    kms = host_kms
-    with node(kms_node_image, privileged=True) as name:
-        volumes(name, kms)
-        key = data_key(name, kms, "vault")
-        header = sha256_of(name, f"/var/lib/gpufleet/storage/{name}-vault.img", 16 << 20)
-        sh(name, "echo checkpoint > /data/ckpt/encrypted/state")
-
-        # Rotation: the role with the second master key re-wraps the key.
-        volumes(name, kms, key=1)
-        envelope = json.loads(sh(name, f"cat {ENVELOPE.format('vault')}").stdout)
-        assert envelope["key_id"] == kms.keys[1]
-        assert data_key(name, kms, "vault") == key
-        assert sha256_of(name, f"/var/lib/gpufleet/storage/{name}-vault.img", 16 << 20) == header
-        sh(name, "gpufleet-storage verify vault")
-        assert unit(name, "restart", "ckpt").returncode == 0
-        assert sh(name, "cat /data/ckpt/encrypted/state").stdout == "checkpoint\n"
-        assert files_containing(name, key, data_key(name, kms, "ckpt")) == []
 
 
 @pytest.mark.parametrize("host_kms", ["tencent"], indirect=True)

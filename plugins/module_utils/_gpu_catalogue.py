@@ -11,20 +11,32 @@ failed type lookup, GPU fields missing or null); such a record then says
 Each family is taken from its vendor's documentation, cited next to it.
 A figure the documentation does not give, or that could not be confirmed,
 is left out: a size missing from a family is not in the catalogue, and a
-memory size of None stays unknown. tests/unit/plugins/module_utils/
-test_gpu_catalogue.py checks every entry against the API's own data
-wherever both exist (moto's copy of EC2's DescribeInstanceTypes data, the
-emulators' type data), so a wrong figure fails a test that names the type.
-Checked against real API data: AWS only (moto's copy, 58 types). The
-Alibaba, Tencent and Huawei figures follow the cited pages as their
-authors read them, and are checked only against the emulators' few types:
-verify them against the live pages before relying on an entry there.
+memory size of None stays unknown; a family whose GPU model no page names
+is not in the catalogue at all. Every size is listed by name, as the page
+lists it.
+
+What was checked against what:
+- AWS: against real API data, moto's copy of EC2's DescribeInstanceTypes,
+  by the tests (41 of the 44 AWS types are in it); the AWS pages were not
+  re-read when the other clouds were checked.
+- Alibaba Cloud: every family's model, memory per GPU and sizes against
+  Elastic GPU Service's instance family page (cited below), except the
+  A100 of gn7 and ebmgn7, which that page does not name: it is from
+  Alibaba's own earlier edition of the same tables (cited).
+- Tencent Cloud: every family against the GPU computing instance page
+  (cited below).
+- Huawei Cloud: not against Huawei Cloud's own page, which could not be
+  read; p1, p2s, p2v and pi2 against the same Huawei topic as Open
+  Telekom Cloud publishes it (cited below). Their figures agree there, but
+  a Huawei Cloud flavor with other figures would not have been seen.
+tests/unit/plugins/module_utils/test_gpu_catalogue.py also checks every
+entry against the API's own data wherever both exist (moto's EC2 data,
+the emulators' type data: 5 Alibaba, 5 Tencent and 3 Huawei types), so a
+wrong figure there fails a test that names the type.
 Pure data and functions: no SDK, no network.
 """
 
 from __future__ import annotations
-
-import re
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
 
@@ -32,22 +44,18 @@ from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record 
 class Family:
     """GPU facts shared by a family's sizes: ``model`` (short form, as
     _gpu_record.normalize_gpu_model gives it), ``memory_mib`` of one GPU
-    (None: not documented) and ``sizes`` {size: GPU count}; ``rule``, where
-    the vendor's naming convention encodes the count, computes it from the
-    size instead."""
+    (None: not documented) and ``sizes`` {size: GPU count}, each size as
+    the vendor's page lists it."""
 
-    __slots__ = ("model", "memory_mib", "sizes", "rule")
+    __slots__ = ("model", "memory_mib", "sizes")
 
-    def __init__(self, model, memory_mib, sizes=None, rule=None):
+    def __init__(self, model, memory_mib, sizes):
         self.model = model
         self.memory_mib = memory_mib
-        self.sizes = dict(sizes or {})
-        self.rule = rule
+        self.sizes = dict(sizes)
 
     def count(self, size):
-        if size in self.sizes:
-            return self.sizes[size]
-        return self.rule(size) if self.rule else None
+        return self.sizes.get(size)
 
 
 def _sizes(counts):
@@ -81,58 +89,56 @@ AWS = {
 }
 
 # -- Alibaba Cloud -------------------------------------------------------------
-# Source: "GPU-accelerated compute-optimized instance families",
-# https://www.alibabacloud.com/help/en/ecs/user-guide/gpu-accelerated-compute-optimized-and-vgpu-accelerated-instance-families-1
-# (models and memory per GPU), and Elastic GPU Service "Instance naming
-# conventions", https://help.aliyun.com/en/egs/instance-naming-conventions:
-# in ecs.gn6i-c24g1.12xlarge, 12xlarge is 48 vCPUs (xlarge 4, nxlarge 4n,
-# large 2) and c24g1 is 24 vCPUs to 1 GPU, so 2 GPUs; in
-# ecs.gn8is-2x.8xlarge, 2x is the GPU count.
-_ALIYUN_RATIO = re.compile(r"^c(\d+)g(\d+)\.(\d*)x?large$")
-_ALIYUN_TIMES = re.compile(r"^(\d+)x\.\d*x?large$")
-
-
-def _aliyun_ratio(size):
-    match = _ALIYUN_RATIO.match(size)
-    if not match:
-        return None
-    per_gpu, gpus, times = int(match.group(1)), int(match.group(2)), match.group(3)
-    vcpus = 2 if not size.endswith("xlarge") else 4 * int(times or 1)
-    count, rest = divmod(vcpus * gpus, per_gpu)
-    # A size the convention cannot divide is not one the vendor sells.
-    return count if count and not rest else None
-
-
-def _aliyun_times(size):
-    match = _ALIYUN_TIMES.match(size)
-    return int(match.group(1)) if match else None
-
-
+# Source: Elastic GPU Service, "GPU-accelerated compute-optimized instance
+# families (gn, ebm and scc series)",
+# https://www.alibabacloud.com/help/en/egs/gpu-accelerated-compute-optimized-instance-families
+# (a table per family: each type's GPUs and GPU memory). Sizes are listed
+# one by one, as there. The name's vCPU-to-GPU part (c24g1) is not used to
+# count: the page's ecs.gn5-c8g1.14xlarge has 54 vCPUs and 8 GPUs, not the
+# 7 it would give, and ecs.gn7i-4x.8xlarge or ecs.gn8is.2xlarge have none.
+# Types the page does not list (retired sizes) are not in the catalogue.
+# The page names no GPU model for gn7 and ebmgn7, only 40 GB per GPU; their
+# A100 is from Alibaba's earlier edition of the tables, the AlibabaCloudDocs
+# repository, https://github.com/AlibabaCloudDocs/ecs (commit 322eaab,
+# 2021): intl.en-US/Instance/Instance type families/Compute optimized type
+# family with GPU/GPU-accelerated compute optimized instance types.md (gn7)
+# and .../ECS Bare Metal Instance types/Overview.md (ebmgn7).
+# Left out:
+# - gn7e (1, 2, 4 or 8 GPUs of 80 GB), ebmgn7e (8 of 80 GB) and gn8v (1 to 8
+#   of 96 GB): the page gives no GPU model for them, and no Alibaba page
+#   seen does;
+# - ebmgn7ex: not on the page; no Alibaba page for it was found.
 ALIYUN = {
-    "gn5": Family("P100", 16384, rule=_aliyun_ratio),
-    "gn5i": Family("P4", 8192, rule=_aliyun_ratio),
-    "gn6i": Family("T4", 16384, rule=_aliyun_ratio),
-    # Naming conventions: v is V100 with 16 GB, e (6e) V100 with 32 GB.
-    "gn6v": Family("V100", 16384, rule=_aliyun_ratio),
-    "gn6e": Family("V100", 32768, rule=_aliyun_ratio),
-    # gn7's and ebmgn7's memory per GPU is not confirmed: left out.
-    "gn7": Family("A100", None, rule=_aliyun_ratio),
-    "gn7i": Family("A10", 24576, rule=_aliyun_ratio),
-    "gn7e": Family("A100", 81920, rule=_aliyun_ratio),
+    "gn5": Family("P100", 16384, _sizes([(1, "c4g1.xlarge", "c8g1.2xlarge", "c28g1.7xlarge"),
+                                         (2, "c4g1.2xlarge", "c8g1.4xlarge", "c28g1.14xlarge"),
+                                         (4, "c8g1.8xlarge"), (8, "c8g1.14xlarge")])),
+    "gn5i": Family("P4", 8192, _sizes([(1, "c2g1.large", "c4g1.xlarge", "c8g1.2xlarge", "c16g1.4xlarge"),
+                                       (2, "c16g1.8xlarge", "c28g1.14xlarge")])),
+    "gn6i": Family("T4", 16384, _sizes([(1, "c4g1.xlarge", "c8g1.2xlarge", "c16g1.4xlarge", "c24g1.6xlarge",
+                                         "c40g1.10xlarge"), (2, "c24g1.12xlarge"), (4, "c24g1.24xlarge")])),
+    "gn6v": Family("V100", 16384, _sizes([(1, "c8g1.2xlarge"), (2, "c8g1.4xlarge"), (4, "c8g1.8xlarge"),
+                                          (8, "c8g1.16xlarge", "c10g1.20xlarge")])),
+    "gn6e": Family("V100", 32768, _sizes([(1, "c12g1.3xlarge"), (2, "c12g1.6xlarge"), (4, "c12g1.12xlarge"),
+                                          (8, "c12g1.24xlarge")])),
+    "gn7": Family("A100", 40960, _sizes([(1, "c12g1.3xlarge"), (4, "c13g1.13xlarge"), (8, "c13g1.26xlarge")])),
+    "gn7i": Family("A10", 24576, _sizes([(1, "c8g1.2xlarge", "c16g1.4xlarge", "c32g1.8xlarge", "c48g1.12xlarge",
+                                          "c56g1.14xlarge"), (2, "c32g1.16xlarge", "2x.8xlarge"),
+                                         (4, "c32g1.32xlarge", "4x.8xlarge", "4x.16xlarge"),
+                                         (8, "8x.16xlarge", "8x.32xlarge")])),
     # Bare metal: one size, the whole machine's eight GPUs.
-    "ebmgn7": Family("A100", None, {"26xlarge": 8}),
-    "ebmgn7e": Family("A100", 81920, {"32xlarge": 8}),
-    "ebmgn7ex": Family("A100", 81920, {"32xlarge": 8}),
-    "gn8is": Family("L20", 49152, rule=_aliyun_times),
-    "gn8v": Family("H20", 98304, rule=_aliyun_times),
+    "ebmgn7": Family("A100", 40960, {"26xlarge": 8}),
+    "gn8is": Family("L20", 49152, _sizes([(1, "2xlarge", "4xlarge"), (2, "2x.8xlarge"), (4, "4x.16xlarge"),
+                                          (8, "8x.32xlarge")])),
 }
 
 # -- Tencent Cloud -------------------------------------------------------------
-# Source: CVM "Instance Types", GPU computing instances,
-# https://www.tencentcloud.com/document/product/560/19701 (the Chinese
-# edition: https://cloud.tencent.com/document/product/560/19701). Sizes
-# there are listed one by one; the name does not encode the count.
-# GN6 and GN8 (P4, P40) are left out: their size lists are not confirmed.
+# Source: GPU Cloud Computing, "Computing Instance",
+# https://www.tencentcloud.com/document/product/560/19701 (English edition;
+# a table per family). Sizes are listed one by one, as there; the name does
+# not encode the count. GN8 and GN6/GN6S give the memory of all the type's
+# GPUs together (GN8.3XLARGE112: 48 GB for 2 P40s); it is per GPU here.
+# Left out: GN7's vGPU sizes (GN7.LARGE20, a quarter of a T4, and
+# GN7.2XLARGE40, a half): the catalogue lists whole GPUs only.
 TENCENT = {
     "GN7": Family("T4", 16384, _sizes([(1, "2XLARGE32", "5XLARGE80", "8XLARGE128"), (2, "10XLARGE160"),
                                        (4, "20XLARGE320")])),
@@ -143,21 +149,34 @@ TENCENT = {
                                          (8, "41XLARGE948")])),
     "PNV4": Family("A10", 24576, _sizes([(1, "7XLARGE116"), (2, "14XLARGE232"), (4, "28XLARGE466"),
                                          (8, "56XLARGE932")])),
+    "GI3X": Family("T4", 16384, _sizes([(1, "8XLARGE64"), (2, "22XLARGE226"), (4, "45XLARGE452")])),
+    "GN8": Family("P40", 24576, _sizes([(1, "LARGE56"), (2, "3XLARGE112"), (4, "7XLARGE224"), (8, "14XLARGE448")])),
+    "GN6": Family("P4", 8192, _sizes([(1, "7XLARGE48"), (2, "14XLARGE96")])),
+    "GN6S": Family("P4", 8192, _sizes([(1, "LARGE20"), (2, "2XLARGE40")])),
 }
 
 # -- Huawei Cloud --------------------------------------------------------------
-# Source: ECS "GPU-accelerated ECSs",
-# https://support.huaweicloud.com/intl/en-us/productdesc-ecs/ecs_01_0045.html
-# (flavor tables of the P and Pi families). The g6 graphics family is left
-# out: its vGPU split per flavor is not confirmed.
+# Huawei Cloud's own page, ECS "GPU-accelerated ECSs",
+# https://support.huaweicloud.com/intl/en-us/productdesc-ecs/ecs_01_0045.html,
+# could not be read for the check. The families below were checked against
+# the same Huawei topic (en-us_topic_0097289624) as Open Telekom Cloud, a
+# cloud built on Huawei's ECS, publishes it, in
+# https://github.com/opentelekomcloud-docs/elastic-cloud-server: p2s, p2v
+# and pi2 in umn/source/service_overview/ecs_types_and_specifications/
+# ecs_specifications/gpu-accelerated_ecss.rst (commit efcbeed), p1, which
+# that edition dropped in August 2024, in umn/source/service_overview/
+# ecs_specifications_and_types/gpu-accelerated_ecss.rst at commit e0f94f4.
+# They agree with it; a flavor Huawei Cloud sells with other figures would
+# not have been seen, and sizes only that edition lists (pi2.3xlarge.4,
+# pi2.16xlarge.4) are not added.
+# Left out: p2vs and pi1 (no edition of the page listing them was found);
+# g6, whose sizes on Huawei Cloud were not confirmed.
 _HUAWEI_P = ("2xlarge.8", "4xlarge.8", "8xlarge.8", "16xlarge.8")
 _HUAWEI_PI = ("2xlarge.4", "4xlarge.4", "8xlarge.4")
 HUAWEI = {
     "p1": Family("P100", 16384, dict(zip(_HUAWEI_P[:3], (1, 2, 4)))),
     "p2s": Family("V100", 32768, dict(zip(_HUAWEI_P, (1, 2, 4, 8)))),
     "p2v": Family("V100", 16384, dict(zip(_HUAWEI_P, (1, 2, 4, 8)))),
-    "p2vs": Family("V100", 32768, dict(zip(_HUAWEI_P, (1, 2, 4, 8)))),
-    "pi1": Family("P4", 8192, dict(zip(_HUAWEI_PI, (1, 2, 4)))),
     "pi2": Family("T4", 16384, dict(zip(_HUAWEI_PI, (1, 2, 4)))),
 }
 
@@ -171,7 +190,8 @@ def split_type(provider, instance_type):
     if provider == "aliyun":
         name = name[4:] if name.startswith("ecs.") else name
         # ecs.gn7i-c8g1.2xlarge and ecs.gn8is-2x.8xlarge put a size part
-        # after a dash; bare-metal families (ecs.ebmgn7ex.32xlarge) do not.
+        # after a dash; ecs.gn8is.2xlarge and bare-metal families
+        # (ecs.ebmgn7.26xlarge) do not.
         family, sep, size = name.partition("-")
         if not sep:
             family, _dot, size = name.partition(".")
@@ -193,13 +213,17 @@ def lookup(provider, instance_type):
     return gr.gpu_info(family.model, count, family.memory_mib)
 
 
+def type_name(provider, family, size):
+    """The instance type name of ``family`` and ``size`` (split_type's
+    inverse): ecs.gn7i-c8g1.2xlarge, ecs.gn8is.2xlarge, GN7.2XLARGE32."""
+    if provider == "aliyun":
+        return "ecs.%s%s%s" % (family, "-" if "." in size else ".", size)
+    return "%s.%s" % (family, size)
+
+
 def entries(provider):
-    """Every (instance type, gpu) the catalogue lists by name for
-    ``provider``; families with a size rule list none by name."""
+    """Every (instance type, gpu) the catalogue lists for ``provider``."""
     for family_name, family in sorted(CATALOGUE[provider].items()):
         for size in sorted(family.sizes):
-            if provider == "aliyun":
-                name = "ecs.%s.%s" % (family_name, size)
-            else:
-                name = "%s.%s" % (family_name, size)
+            name = type_name(provider, family_name, size)
             yield name, lookup(provider, name)

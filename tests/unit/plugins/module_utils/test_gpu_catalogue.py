@@ -101,13 +101,26 @@ def test_a_disagreement_fails_naming_the_type():
     ("aliyun", "ecs.gn5i-c2g1.large", {"model": "P4", "count": 1, "memory_mib": 8192}),
     ("aliyun", "ecs.gn6v-c10g1.20xlarge", {"model": "V100", "count": 8, "memory_mib": 16384}),
     ("aliyun", "ecs.gn8is-4x.16xlarge", {"model": "L20", "count": 4, "memory_mib": 49152}),
-    ("aliyun", "ecs.gn7-c13g1.26xlarge", {"model": "A100", "count": 8, "memory_mib": None}),
-    # 6 vCPUs to 1 GPU on a 4-vCPU size: not a size the convention gives.
+    ("aliyun", "ecs.gn8is.2xlarge", {"model": "L20", "count": 1, "memory_mib": 49152}),
+    ("aliyun", "ecs.gn7i-4x.8xlarge", {"model": "A10", "count": 4, "memory_mib": 24576}),
+    # 40 GB per GPU on the page; the page's A100 is from Alibaba's earlier edition.
+    ("aliyun", "ecs.gn7-c13g1.26xlarge", {"model": "A100", "count": 8, "memory_mib": 40960}),
+    # 54 vCPUs and 8 GPUs on the page: the name's c8g1 would make it 7.
+    ("aliyun", "ecs.gn5-c8g1.14xlarge", {"model": "P100", "count": 8, "memory_mib": 16384}),
+    # Not a size the page lists.
     ("aliyun", "ecs.gn6i-c6g1.xlarge", None),
+    # Counts and memory on the page, but no GPU model named: not in the catalogue.
+    ("aliyun", "ecs.gn7e-c16g1.4xlarge", None),
+    ("aliyun", "ecs.gn8v-8x.48xlarge", None),
     ("aliyun", "ecs.g7.xlarge", None),
     ("tencent", "GN10Xp.20XLARGE320", {"model": "V100", "count": 8, "memory_mib": 32768}),
+    # The page gives 192 GB for the type's 8 GPUs together.
+    ("tencent", "GN8.14XLARGE448", {"model": "P40", "count": 8, "memory_mib": 24576}),
+    # A quarter of a T4: the catalogue lists whole GPUs only.
     ("tencent", "GN7.LARGE20", None),
-    ("huawei", "p2vs.16xlarge.8", {"model": "V100", "count": 8, "memory_mib": 32768}),
+    ("huawei", "p2v.16xlarge.8", {"model": "V100", "count": 8, "memory_mib": 16384}),
+    # No page listing p2vs was found: not in the catalogue.
+    ("huawei", "p2vs.16xlarge.8", None),
     ("huawei", "g6.10xlarge.7", None),
     ("huawei", None, None),
 ])

@@ -11,17 +11,27 @@ from pathlib import Path
 import ansible_runner
 
 
-def _progress(stream):
+def _progress(stream, quiet=False):
+    """ansible-runner's event handler: each task and unreachable node as
+    progress (not with quiet), and each failed task always."""
     tasks = {"n": 0}
 
     def handler(event: dict) -> bool:
         kind = event.get("event")
         data = event.get("event_data", {})
+        if quiet and kind in ("playbook_on_task_start", "runner_on_unreachable"):
+            return True
         if kind == "playbook_on_task_start":
             tasks["n"] += 1
             print(f"  [{tasks['n']:>3}] {data.get('task', '')}", file=stream, flush=True)
         elif kind == "runner_on_unreachable":
             print(f"        unreachable: {data.get('host')}", file=stream, flush=True)
+        elif kind in ("runner_on_failed", "runner_item_on_failed") and not data.get("ignore_errors"):
+            # Without this a failed --fix says only "rc 2": which node, which
+            # task and why. A no_log task's result is censored by Ansible.
+            res = data.get("res") or {}
+            why = str(res.get("msg") or res.get("stderr") or "")[:500]
+            print(f"        failed: {data.get('host')}: {data.get('task', '')}: {why}", file=stream, flush=True)
         return True  # keep the event in ansible-runner's artifacts
 
     return handler
@@ -70,7 +80,7 @@ def _run(root: Path, playbook: str, inventory: str, extra_env: dict[str, str], c
             tags=tags,
             envvars=env,
             quiet=True,
-            event_handler=None if quiet else _progress(sys.stderr),
+            event_handler=_progress(sys.stderr, quiet),
         )
         return result.rc, result.status
 

@@ -300,7 +300,9 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     assert set(shown.links) <= set(shown.ids), "every grid link goes to a host's section"
 
     # After the fix: the second scan exits 0 with every resource in sync.
-    assert result.returncode == 0, result.stdout[-3000:]
+    # stderr: the fix run's progress, where each failed task is named with its reason.
+    assert result.returncode == 0, result.stdout[-3000:] + "\n" + "\n".join(
+        line for line in result.stderr.splitlines() if "failed:" in line)
     after = json.loads((out / "after-fix" / "report.json").read_text())
     assert after["summary"]["exit_code"] == 0 and not_in_sync(after) == set()
     assert set(after["hosts"]) == set(LAB_HOSTS)

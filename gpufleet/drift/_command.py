@@ -58,7 +58,7 @@ def add_parser(sub) -> None:
                    "reports' default)")
     p.add_argument("--fix", action="store_true", help="converge the drifted hosts' drifted roles, then scan again")
     p.add_argument("--yes", action="store_true", help="with --fix: do not ask for confirmation")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--quiet", action="store_true", help="no progress lines (a failed task is still named on stderr)")
     p.add_argument("--format", choices=["table", "json"], default="table",
                    help="what goes to stdout: the table (default), or for scripts one JSON object with the "
                         "summary and the report paths (progress lines are then off)")

@@ -59,11 +59,12 @@ def test_packages_read_in_check_mode_are_read_by_the_preflight(role):
 
 
 SCENARIOS = sorted(p.parent.name for p in ROOT.glob("extensions/molecule/*/molecule.yml") if p.parent.name != "gpu")
+# Molecule's base config for every scenario.
+MOLECULE_CONFIG = yaml.safe_load((ROOT / "extensions/molecule/config.yml").read_text())
 
 
 def test_the_shared_side_effect_is_the_step_tag_play():
-    config = yaml.safe_load((ROOT / "extensions/molecule/config.yml").read_text())
-    assert config["provisioner"]["playbooks"]["side_effect"] == "../step_tags.yml"
+    assert MOLECULE_CONFIG["provisioner"]["playbooks"]["side_effect"] == "../step_tags.yml"
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -71,10 +72,9 @@ def test_every_scenario_runs_the_step_tags_on_its_converged_node(scenario):
     # A scenario with a sequence of its own replaces config.yml's, and with
     # it the step-tag pass: it must keep one side_effect, after converge
     # and before destroy, and no playbook of its own in its place.
-    config = yaml.safe_load((ROOT / "extensions/molecule/config.yml").read_text())
     own = yaml.safe_load((ROOT / "extensions/molecule" / scenario / "molecule.yml").read_text()) or {}
     sequence = ((own.get("scenario") or {}).get("test_sequence")
-                or config["scenario"]["test_sequence"])
+                or MOLECULE_CONFIG["scenario"]["test_sequence"])
     assert sequence.count("side_effect") == 1, (scenario, sequence)
     assert sequence.index("converge") < sequence.index("side_effect") < len(sequence) - 1, (scenario, sequence)
     assert "side_effect" not in ((own.get("provisioner") or {}).get("playbooks") or {}), scenario

@@ -1,5 +1,6 @@
 """The runner's environment for ansible-playbook: which ansible.cfg."""
 
+import io
 from pathlib import Path
 
 from gpufleet.drift import _runner
@@ -40,8 +41,6 @@ def test_honours_a_config_the_caller_chose(monkeypatch, tmp_path):
 
 
 def test_progress_names_each_failed_task_with_its_host_and_reason():
-    import io
-
     stream = io.StringIO()
     handler = _runner._progress(stream)
     handler({"event": "playbook_on_task_start", "event_data": {"task": "Enable and start the timers"}})
@@ -58,8 +57,6 @@ def test_progress_names_each_failed_task_with_its_host_and_reason():
 
 
 def test_quiet_progress_still_names_a_failed_task():
-    import io
-
     stream = io.StringIO()
     handler = _runner._progress(stream, quiet=True)
     handler({"event": "playbook_on_task_start", "event_data": {"task": "Write daemon.json"}})

@@ -45,19 +45,28 @@ display = Display()
 # Record fields a hostname can come from (the scalar ones).
 HOSTNAME_FIELDS = ("private_ip", "public_ip", "instance_id", "name")
 _GROUP_UNSAFE = re.compile(r"[^a-z0-9_]")
+# Ansible's own refusal of an option's type, which names the plugin's
+# module path and where the value came from; said in the plugins' words.
+_ANSIBLE_TYPE_ERROR = re.compile(
+    r"^Config '(?P<option>[^']+)' .* has an invalid value: Invalid value provided for '(?P<type>[^']+)': (?P<value>.*)$",
+    re.S)
+_TYPE_WORDS = {"int": "an integer", "float": "a number", "list": "a list", "dict": "a mapping", "str": "a string"}
 
 
-class OneLineError(AnsibleError):
-    """An error that is its message and nothing else.
+class OneLineError(AnsibleParserError):
+    """An error that is its message and nothing else: every error these
+    plugins raise is one (``parse`` turns Ansible's own into one too).
 
     ansible-core 2.19 prints an inventory plugin's error twice: in the
     warning's summary line and again below it, with the source it was
     parsing, because the source makes the error's details differ from the
     warning's. An error without that source folds into the summary line, so
     the message is printed once; the source is still named by ansible's own
-    "failed to parse inventory source" line. The property is ansible's own
-    (private) one: tests/integration/inventory/test_inventory_credentials.py
-    fails if a later ansible-core prints the message twice again.
+    "failed to parse inventory source" line. Raised ``from None``: a chained
+    cause is printed as well, which for the SDKs' errors is the whole
+    provider chain's story. The property is ansible's own (private) one:
+    tests/integration/inventory/test_inventory_errors.py fails if a
+    later ansible-core prints the message twice again.
     """
 
     @property
@@ -92,17 +101,34 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
 
     def parse(self, inventory, loader, path, cache=True):
         super().parse(inventory, loader, path, cache)
+        try:
+            self._parse(path, cache)
+        except OneLineError:
+            raise
+        except AnsibleError as exc:
+            # Ansible's own errors: an option of the wrong type, a
+            # constructed expression that fails under strict.
+            message = exc.message
+            wrong_type = _ANSIBLE_TYPE_ERROR.match(message)
+            if wrong_type:
+                message = "option '%s': expected %s, got %s" % (
+                    wrong_type["option"], _TYPE_WORDS.get(wrong_type["type"], wrong_type["type"]), wrong_type["value"])
+            if not message.startswith(self.NAME):
+                message = "%s: %s" % (self.NAME, message)
+            raise OneLineError(message) from None
+
+    def _parse(self, path, cache):
         config = self._read_config_data(path)
         self._reject_unknown_options(config)
         hostnames = self._hostname_preferences()
         try:
             states, tags = gr.check_filters(self.get_option("filters"))
         except ValueError as exc:
-            raise AnsibleParserError("%s: option 'filters': %s" % (self.NAME, exc)) from exc
+            raise OneLineError("%s: option 'filters': %s" % (self.NAME, exc)) from None
         for option, minimum in (("workers", 1), ("retries", 0), ("timeout", 0.001)):
             if self.get_option(option) < minimum:
-                raise AnsibleParserError("%s: option '%s': must be at least %s, got %s"
-                                         % (self.NAME, option, minimum, self.get_option(option)))
+                raise OneLineError("%s: option '%s': must be at least %s, got %s"
+                                   % (self.NAME, option, minimum, self.get_option(option)))
 
         records = self._cached_records(path, cache)
         self._populate(records, hostnames, states, tags)
@@ -114,21 +140,21 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
             if key not in known:
                 close = difflib.get_close_matches(str(key), sorted(known), n=1)
                 hint = " (did you mean '%s'?)" % close[0] if close else ""
-                raise AnsibleParserError("%s: unknown option '%s'%s" % (self.NAME, key, hint))
+                raise OneLineError("%s: unknown option '%s'%s" % (self.NAME, key, hint))
             # Ansible reads any unrecognised value of a bool option as
             # false; "strict_regions: maybe" must not quietly mean "no".
             if key in self.BOOL_OPTIONS and not (isinstance(value, bool) or str(value).lower() in BOOLEANS):
-                raise AnsibleParserError("%s: option '%s': expected true or false, got %r" % (self.NAME, key, value))
+                raise OneLineError("%s: option '%s': expected true or false, got %r" % (self.NAME, key, value))
 
     def _hostname_preferences(self):
         preferences = self.get_option("hostnames") or []
         for entry in preferences:
             if not isinstance(entry, str) or not (entry in HOSTNAME_FIELDS or (entry.startswith("tag:") and len(entry) > 4)):
-                raise AnsibleParserError(
+                raise OneLineError(
                     "%s: option 'hostnames': %r is neither a record field (%s) nor tag:KEY"
                     % (self.NAME, entry, ", ".join(HOSTNAME_FIELDS)))
         if not preferences:
-            raise AnsibleParserError("%s: option 'hostnames': needs at least one entry" % self.NAME)
+            raise OneLineError("%s: option 'hostnames': needs at least one entry" % self.NAME)
         return preferences
 
     def _settings(self):
@@ -162,28 +188,25 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
             result = discover(self.adapter_class()(self._settings()), self.get_option("regions"),
                               self.get_option("workers"))
         except ConfigError as exc:
-            raise AnsibleParserError("%s: %s" % (self.NAME, exc)) from exc
+            raise OneLineError("%s: %s" % (self.NAME, exc)) from None
         except MissingLibraryError as exc:
-            raise AnsibleError("%s: %s (%s)" % (self.NAME, missing_required_lib(exc.library), exc.import_error)) from exc
+            raise OneLineError("%s: %s (%s)" % (self.NAME, missing_required_lib(exc.library), exc.import_error)) from None
         except CredentialsError as exc:
             if exc.detail:
                 display.vvv("%s: %s" % (self.NAME, exc.detail))
-            # Not chained: Ansible would print the SDK's error (the whole
-            # provider chain's story) after the message, and again in the
-            # warning's summary line.
             raise OneLineError("%s: %s" % (self.NAME, exc)) from None
         except DiscoveryError as exc:
-            raise AnsibleError("%s: %s" % (self.NAME, exc)) from exc
+            raise OneLineError("%s: %s" % (self.NAME, exc)) from None
 
         for warning in result.warnings:
             display.warning("%s: region %s: %s" % (self.NAME, warning.region, warning.message))
         for failure in result.failures:
             message = "%s: region %s failed: %s" % (self.NAME, failure.region, failure.error)
             if self.get_option("strict_regions"):
-                raise AnsibleError(message + " (strict_regions is on)")
+                raise OneLineError(message + " (strict_regions is on)")
             display.warning(message + "; its hosts are not in this inventory")
         if result.failures and len(result.failures) == len(result.regions):
-            raise AnsibleError("%s: every region failed (%s)" % (self.NAME, ", ".join(f.region for f in result.failures)))
+            raise OneLineError("%s: every region failed (%s)" % (self.NAME, ", ".join(f.region for f in result.failures)))
         return result.records, result.complete
 
     # -- hosts and groups -------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -42,3 +43,42 @@ def cloud_env_for(cloud, url, key, secret):
         "huawei": {"GPUFLEET_HUAWEI_ENDPOINT": url, "HUAWEICLOUD_SDK_IAM_ENDPOINT": url,
                    "HUAWEICLOUD_SDK_AK": key, "HUAWEICLOUD_SDK_SK": secret},
     }[cloud]
+
+# What a failed inventory source prints besides our one message: ansible's
+# own lines for the yaml and ini plugins, which try the file after ours
+# failed (18 lines with their blank ones), and its final error. Before the
+# fix the four clouds printed 28 to 73 lines, with the message at least
+# twice over; the bound leaves one line of slack for ansible's wording.
+MAX_LINES = 21
+
+
+def bare_env(home):
+    """A machine without credentials: no cloud variables, an empty home, the
+    repository's ansible.cfg. The SDKs' chains (metadata services
+    included) run as they would on a developer's laptop."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "LANG": "C.UTF-8",
+    }
+
+
+def check_one_message(run, start, names, max_lines=MAX_LINES):
+    """The line of ``run``'s output that says ``start``, checked: the only
+    one, naming every one of ``names``, in a failed run of at most
+    ``max_lines`` lines (None: -vvv, whose lines are ansible's)."""
+    output = run.stdout + run.stderr
+    lines = output.splitlines()
+    assert run.returncode != 0, output
+    assert "Traceback" not in output
+    said = [line for line in lines if start in line]
+    assert len(said) == 1, output
+    assert output.count(start) == 1, output
+    for name in names:
+        assert name in said[0], (name, said[0])
+    if max_lines is not None:
+        assert len(lines) <= max_lines, output
+    return said[0]

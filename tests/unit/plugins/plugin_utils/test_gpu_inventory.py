@@ -196,11 +196,11 @@ def test_throttling_is_retried_inside_the_plugin(aliyun, run_inventory, warnings
     # A bad region name.
     ({"regions": ["cn_hangzhou"]}, AnsibleParserError, "option 'regions': 'cn_hangzhou' is not a valid aliyun region"),
     # Wrong types.
-    ({"workers": "many"}, AnsibleError, "Config 'workers'.*invalid value"),
-    ({"timeout": "soon"}, AnsibleError, "Config 'timeout'.*invalid value"),
-    ({"regions": {"cn-hangzhou": 1}}, AnsibleError, "Config 'regions'.*invalid value"),
+    ({"workers": "many"}, AnsibleParserError, "^gpufleet.cloud.aliyun_ecs: option 'workers': expected an integer, got 'many'$"),
+    ({"timeout": "soon"}, AnsibleParserError, "^gpufleet.cloud.aliyun_ecs: option 'timeout': expected a number, got 'soon'$"),
+    ({"regions": {"cn-hangzhou": 1}}, AnsibleParserError, "option 'regions': expected a list, got"),
     ({"strict_regions": "maybe"}, AnsibleParserError, "option 'strict_regions': expected true or false"),
-    ({"filters": ["running"]}, AnsibleError, "Config 'filters'.*invalid value"),
+    ({"filters": ["running"]}, AnsibleParserError, "option 'filters': expected a mapping, got"),
     # Values of the right type that make no sense.
     ({"workers": 0}, AnsibleParserError, "option 'workers': must be at least 1"),
     ({"filters": {"state": ["up"]}}, AnsibleParserError, "option 'filters': filters.state: 'up' is not a state"),

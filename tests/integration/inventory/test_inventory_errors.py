@@ -1,12 +1,12 @@
-"""ansible-inventory, as a user runs it, with no credentials and with
-credentials each cloud rejects: one message, said once, that names the
-options and environment variables to fix, never a traceback, never a
-secret, and a failed command (the repository's ansible.cfg has
-any_unparsed_is_failed)."""
+"""ansible-inventory, as a user runs it, with no credentials, with
+credentials each cloud rejects, and with the plugins' other errors (a
+region failed under strict_regions, every region failed, an option that
+does not exist, an option Ansible refuses): one message, said once, that
+names what to fix, never a traceback, never a secret, and a failed command
+(the repository's ansible.cfg has any_unparsed_is_failed)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from tests.emulators.aws import AwsEmulator
 from tests.emulators.huawei import HuaweiEmulator
 from tests.emulators.tencent import TencentEmulator
 from tests.integration.helpers import ROOT
-from tests.integration.inventory.cli import ansible_inventory, cloud_env_for
+from tests.integration.inventory.cli import MAX_LINES, ansible_inventory, bare_env, check_one_message, cloud_env_for
 
 pytestmark = pytest.mark.inventory
 
@@ -58,45 +58,7 @@ CLOUDS = {
         "codes": {"unknown_key": "APIGW.0301", "bad_signature": "APIGW.0301"},
     },
 }
-# What a failed inventory source prints besides our one message: ansible's
-# own lines for the yaml and ini plugins, which try the file after ours
-# failed (18 lines with their blank ones), and its final error. Before the
-# fix the four clouds printed 28 to 73 lines, with the message at least
-# twice over; the bound leaves one line of slack for ansible's wording.
-MAX_LINES = 21
 SECRET = "s3cr3t-never-printed-0123456789"
-
-
-def bare_env(home):
-    """A machine without credentials: no cloud variables, an empty home, the
-    repository's ansible.cfg. The SDKs' chains (metadata services
-    included) run as they would on a developer's laptop."""
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "LANG": "C.UTF-8",
-    }
-
-
-def check_one_message(run, start, names, max_lines=MAX_LINES):
-    """The line of ``run``'s output that says ``start``, checked: the only
-    one, naming every one of ``names``, in a failed run of at most
-    ``max_lines`` lines (None: -vvv, whose lines are ansible's)."""
-    output = run.stdout + run.stderr
-    lines = output.splitlines()
-    assert run.returncode != 0, output
-    assert "Traceback" not in output
-    said = [line for line in lines if start in line]
-    assert len(said) == 1, output
-    assert output.count(start) == 1, output
-    for name in names:
-        assert name in said[0], (name, said[0])
-    if max_lines is not None:
-        assert len(lines) <= max_lines, output
-    return said[0]
 
 
 @pytest.mark.parametrize("cloud", sorted(CLOUDS))
@@ -163,3 +125,50 @@ def test_rejected_options_name_the_options_and_never_the_secret(cloud, tmp_path)
     said = check_one_message(run, spec["rejected"], spec["names"][:4], max_lines=None)
     assert "of the %s and %s options" % (key_option, secret_option) in said
     assert SECRET not in run.stdout + run.stderr
+
+
+def run_failing(cloud, tmp_path, changes, down=()):
+    """ansible-inventory --graph of the cloud's inventory file with
+    ``changes`` to its configuration, against its emulator with the regions
+    ``down`` failing ("all": every region); keys the emulator takes."""
+    spec = CLOUDS[cloud]
+    home = tmp_path / "home"
+    home.mkdir()
+    path, config = inventory_file(tmp_path, cloud)
+    config.update({"retries": 0, **changes})
+    path.write_text(yaml.safe_dump(config))
+    emulator = spec["emulator"](regions=config["regions"]).start()
+    try:
+        emulator.faults.failed_regions.update(config["regions"] if down == "all" else down)
+        env = {**bare_env(home), **cloud_env_for(cloud, emulator.url, "KEY-taken", "secret-taken")}
+        return ansible_inventory(env, "-i", str(path), "--graph"), config["regions"]
+    finally:
+        emulator.stop()
+
+
+@pytest.mark.parametrize("cloud", sorted(CLOUDS))
+def test_a_region_failed_under_strict_regions_is_said_once(cloud, tmp_path):
+    regions = yaml.safe_load((ROOT / "inventories" / cloud / CLOUDS[cloud]["file"]).read_text())["regions"]
+    run, _ = run_failing(cloud, tmp_path, {"strict_regions": True}, down={regions[0]})
+    check_one_message(run, "region %s failed" % regions[0], ["strict_regions is on"])
+
+
+@pytest.mark.parametrize("cloud", sorted(CLOUDS))
+def test_every_region_failed_is_said_once_after_one_warning_per_region(cloud, tmp_path):
+    run, regions = run_failing(cloud, tmp_path, {}, down="all")
+    # One warning per region, each said once, then the one error.
+    check_one_message(run, "every region failed", regions, max_lines=MAX_LINES + len(regions))
+    for region in regions:
+        assert run.stderr.count("region %s failed" % region) == 1, run.stderr
+
+
+@pytest.mark.parametrize(("changes", "start", "names"), [
+    ({"strict_region": True}, "unknown option 'strict_region'", ["did you mean 'strict_regions'?"]),
+    # Ansible's own check of an option's type, turned into the same one line.
+    ({"workers": "many"}, "option 'workers': expected an integer, got 'many'", []),
+], ids=["unknown-option", "wrong-type"])
+@pytest.mark.parametrize("cloud", sorted(CLOUDS))
+def test_a_bad_option_is_said_once(cloud, changes, start, names, tmp_path):
+    run, _ = run_failing(cloud, tmp_path, changes)
+    said = check_one_message(run, start, names)
+    assert said.count(CLOUDS[cloud]["file"].split(".")[0]) == 1, said

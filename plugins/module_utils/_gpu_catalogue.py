@@ -25,10 +25,11 @@ What was checked against what:
   Alibaba's own earlier edition of the same tables (cited).
 - Tencent Cloud: every family against the GPU computing instance page
   (cited below).
-- Huawei Cloud: not against Huawei Cloud's own page, which could not be
-  read; p1, p2s, p2v and pi2 against the same Huawei topic as Open
-  Telekom Cloud publishes it (cited below). Their figures agree there, but
-  a Huawei Cloud flavor with other figures would not have been seen.
+- Huawei Cloud: the GPU model of p1, p2s, p2v and pi2 against Huawei
+  Cloud's own ECS user guide (cited below). Their sizes, GPU counts and
+  memory per GPU are on no Huawei Cloud page that could be read: those are
+  from the same Huawei topic as Open Telekom Cloud publishes it (cited
+  below), so a Huawei Cloud flavor with other figures would not be seen.
 tests/unit/plugins/module_utils/test_gpu_catalogue.py also checks every
 entry against the API's own data wherever both exist (moto's EC2 data,
 the emulators' type data: 5 Alibaba, 5 Tencent and 3 Huawei types), so a
@@ -156,24 +157,37 @@ TENCENT = {
 }
 
 # -- Huawei Cloud --------------------------------------------------------------
-# Huawei Cloud's own page, ECS "GPU-accelerated ECSs",
-# https://support.huaweicloud.com/intl/en-us/productdesc-ecs/ecs_01_0045.html,
-# could not be read for the check. The families below were checked against
-# the same Huawei topic (en-us_topic_0097289624) as Open Telekom Cloud, a
-# cloud built on Huawei's ECS, publishes it, in
-# https://github.com/opentelekomcloud-docs/elastic-cloud-server: p2s, p2v
+# GPU model: Huawei Cloud's own ECS user guide, the page on getting the
+# Tesla driver and CUDA toolkit (Chinese edition, topic ecs_03_0173),
+# https://support.huaweicloud.com/usermanual-ecs/ecs_03_0173.html, read in
+# the source Huawei publishes for it, https://github.com/huaweicloudDocs/ecs
+# (the cn.zh-cn user guide's page of that topic, commit bd661ad, April
+# 2024): its table of instance types gives P1 the P100, P2s and P2v the
+# V100 and Pi2 the T4 (and P2vs the V100, Pi1 the P4, G6 the T4).
+# Sizes, GPU counts and memory per GPU: on no Huawei Cloud page that could
+# be read. Huawei Cloud's ECS "GPU-accelerated ECSs" page,
+# https://support.huaweicloud.com/intl/en-us/productdesc-ecs/ecs_01_0045.html
+# (Chinese: https://support.huaweicloud.com/productdesc-ecs/ecs_01_0045.html),
+# and its discontinued-specifications page are not in the material that
+# could be read, and huaweicloudDocs/ecs holds no product description. The
+# figures are kept because Open Telekom Cloud, a cloud built on Huawei's
+# ECS, publishes that same Huawei topic (en-us_topic_0097289624) with them,
+# in https://github.com/opentelekomcloud-docs/elastic-cloud-server: p2s, p2v
 # and pi2 in umn/source/service_overview/ecs_types_and_specifications/
 # ecs_specifications/gpu-accelerated_ecss.rst (commit efcbeed), p1, which
 # that edition dropped in August 2024, in umn/source/service_overview/
 # ecs_specifications_and_types/gpu-accelerated_ecss.rst at commit e0f94f4.
-# They agree with it; a flavor Huawei Cloud sells with other figures would
-# not have been seen, and sizes only that edition lists (pi2.3xlarge.4,
-# pi2.16xlarge.4) are not added.
-# Left out: p2vs and pi1 (no edition of the page listing them was found);
-# g6, whose sizes on Huawei Cloud were not confirmed.
+# Huawei's guide and that edition agree on every model; a size or figure
+# only Huawei Cloud sells otherwise would not be seen, and sizes only that
+# edition lists (pi2.3xlarge.4, pi2.16xlarge.4) are not added.
+# Left out: p2vs and pi1 (Huawei's guide names their GPUs, but no page
+# listing their sizes was found); g6, whose sizes on Huawei Cloud were not
+# confirmed.
 _HUAWEI_P = ("2xlarge.8", "4xlarge.8", "8xlarge.8", "16xlarge.8")
 _HUAWEI_PI = ("2xlarge.4", "4xlarge.4", "8xlarge.4")
 HUAWEI = {
+    # Each: model per Huawei's guide; sizes, counts and memory per OTC's
+    # edition only (p1: commit e0f94f4; p2s, p2v, pi2: commit efcbeed).
     "p1": Family("P100", 16384, dict(zip(_HUAWEI_P[:3], (1, 2, 4)))),
     "p2s": Family("V100", 32768, dict(zip(_HUAWEI_P, (1, 2, 4, 8)))),
     "p2v": Family("V100", 16384, dict(zip(_HUAWEI_P, (1, 2, 4, 8)))),

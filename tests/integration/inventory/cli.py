@@ -44,6 +44,7 @@ def cloud_env_for(cloud, url, key, secret):
                    "HUAWEICLOUD_SDK_AK": key, "HUAWEICLOUD_SDK_SK": secret},
     }[cloud]
 
+
 # What a failed inventory source prints besides our one message: ansible's
 # own lines for the yaml and ini plugins, which try the file after ours
 # failed (18 lines with their blank ones), and its final error. Before the

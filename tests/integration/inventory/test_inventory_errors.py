@@ -149,7 +149,7 @@ def run_failing(cloud, tmp_path, changes, down=()):
 @pytest.mark.parametrize("cloud", sorted(CLOUDS))
 def test_a_region_failed_under_strict_regions_is_said_once(cloud, tmp_path):
     regions = yaml.safe_load((ROOT / "inventories" / cloud / CLOUDS[cloud]["file"]).read_text())["regions"]
-    run, _ = run_failing(cloud, tmp_path, {"strict_regions": True}, down={regions[0]})
+    run = run_failing(cloud, tmp_path, {"strict_regions": True}, down={regions[0]})[0]
     check_one_message(run, "region %s failed" % regions[0], ["strict_regions is on"])
 
 
@@ -169,6 +169,6 @@ def test_every_region_failed_is_said_once_after_one_warning_per_region(cloud, tm
 ], ids=["unknown-option", "wrong-type"])
 @pytest.mark.parametrize("cloud", sorted(CLOUDS))
 def test_a_bad_option_is_said_once(cloud, changes, start, names, tmp_path):
-    run, _ = run_failing(cloud, tmp_path, changes)
+    run = run_failing(cloud, tmp_path, changes)[0]
     said = check_one_message(run, start, names)
     assert said.count(CLOUDS[cloud]["file"].split(".")[0]) == 1, said

@@ -2,7 +2,8 @@
 
 `gpufleet lab up` makes the nodes (default 3), each with sshd published on
 its own loopback address and port, a `gpufleet` user with passwordless sudo,
-the lab's SSH key, and a known_hosts file. `inventories/lab` reaches them
+the lab's SSH key, a `trainer` user without sudo (the job's account, which
+the GPU-stack nodes' docker_users names), and a known_hosts file. `inventories/lab` reaches them
 from a checkout; `<lab dir>/inventory`, which `lab up` writes from the
 collection's inventories/lab (_inventory.py), from anywhere.
 """
@@ -24,6 +25,7 @@ LAB_USER = "gpufleet"
 # Runs inside a node; the public key arrives on stdin, nothing is interpolated.
 _PROVISION = """set -eu
 id -u gpufleet >/dev/null 2>&1 || useradd --create-home --shell /bin/bash gpufleet
+id -u trainer >/dev/null 2>&1 || useradd --create-home --shell /bin/bash trainer
 install -d -m 0700 -o gpufleet -g gpufleet /home/gpufleet/.ssh
 cat > /home/gpufleet/.ssh/authorized_keys
 chown gpufleet:gpufleet /home/gpufleet/.ssh/authorized_keys

@@ -89,6 +89,12 @@ MUTATIONS = (
     # The same class through another role's inclusion (nccl's package).
     Mutation(GPU_NODE, "package hold", ("apt-mark", "unhold", "libnccl2"),
              (NVIDIA_PACKAGES + "Hold the pinned packages against upgrades [libnccl2]",)),
+    # Users taken out of a group that site.yml put them in (docker_users):
+    # the account databases change, no file the roles write.
+    Mutation(GPU_NODE, "group membership", ("gpasswd", "--delete", "trainer", "docker"),
+             (DOCKER + "Add the users to the docker group [trainer]",)),
+    Mutation(GPU_NODE, "group membership", ("gpasswd", "--delete", "gpufleet", "docker"),
+             (DOCKER + "Add the users to the docker group [gpufleet]",)),
     # Packaged files written over, as NVIDIA's .run installer does to the
     # driver's libraries: dpkg's database still says installed.
     Mutation(GPU_NODE, "packaged files",
@@ -311,6 +317,8 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     # their files' configuration.
     node = GPU
     assert "4444" not in node_exec(node, "nft", "list", "table", "inet", "gpufleet").stdout
+    for user in ("trainer", "gpufleet"):
+        assert "docker" in node_exec(node, "id", "-nG", user).stdout.split(), user
     held = node_exec(node, "apt-mark", "showhold").stdout.split()
     assert "libnvidia-ml1" in held and "libnccl2" in held, held
     assert "policy drop" in node_exec(PLAIN, "nft", "list", "chain", "inet", "gpufleet", "input").stdout

@@ -170,14 +170,16 @@ def _body(cert_path: str) -> str:
     return "\n".join(lines[:3])
 
 
-def apply_role(name: str, role: str, variables: dict, *extra: str):
-    """Run one role on the node; returns (returncode, output, recap of the node)."""
+def apply_role(name: str, role: str, variables: dict, *extra: str, env: dict[str, str] | None = None):
+    """Run one role on the node; returns (returncode, output, recap of the node).
+    ``env`` adds to ansible-playbook's environment."""
     play = f"- hosts: all\n  gather_facts: true\n  roles:\n    - {role}\n"
     path = f"/tmp/{name}-{uuid.uuid4().hex[:6]}.yml"
     with open(path, "w") as handle:
         handle.write(play)
     try:
-        result = run_playbook("-i", f"{name},", "-c", PODMAN_CONNECTION, "-e", json.dumps(variables), *extra, path)
+        result = run_playbook("-i", f"{name},", "-c", PODMAN_CONNECTION, "-e", json.dumps(variables), *extra, path,
+                              env=env)
     finally:
         os.unlink(path)
     out = result.stdout + result.stderr

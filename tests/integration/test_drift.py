@@ -67,6 +67,12 @@ MUTATIONS = (
     Mutation(GPU_NODE, "sysctl file",
              ("sed", "-i", "s/^vm.zone_reclaim_mode=0/vm.zone_reclaim_mode=1/", "/etc/sysctl.d/90-gpufleet-baseline.conf"),
              (BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [vm.zone_reclaim_mode]",)),
+    # Running kernel parameters of the GPU-stack node's own network
+    # namespace (a privileged container sets those; docs/drift.md).
+    Mutation(GPU_NODE, "kernel parameter", ("sysctl", "-q", "-w", "net.ipv4.tcp_mtu_probing=0"),
+             (BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [net.ipv4.tcp_mtu_probing]",)),
+    Mutation(GPU_NODE, "kernel parameter", ("sysctl", "-q", "-w", "net.ipv4.conf.all.arp_ignore=0"),
+             (BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [net.ipv4.conf.all.arp_ignore]",)),
     Mutation(GPU_NODE, "package", ("apt-get", "remove", "-y", "-qq", "jq"), (BASELINE + "Install base packages",)),
     # A stopped daemon runs no older configuration: only its start reports.
     Mutation(GPU_NODE, "service state", ("systemctl", "stop", "chrony"), (BASELINE + "Enable and start chrony",)),
@@ -128,6 +134,7 @@ MUTATIONS = (
              sh("cp /etc/chrony/chrony.conf /tmp/chrony.conf && echo 'server 127.0.0.8 iburst' >> /etc/chrony/chrony.conf"
                 " && systemctl restart chrony && sleep 1 && cat /tmp/chrony.conf > /etc/chrony/chrony.conf"),
              (BASELINE + "Check that chrony runs its current configuration",), "/etc/chrony/chrony.conf"),
+    Mutation(PLAIN_NODE, "package", ("apt-get", "remove", "-y", "-qq", "numactl"), (BASELINE + "Install base packages",)),
     # The running firewall's chain opened by its policy, not by a rule.
     Mutation(PLAIN_NODE, "kernel firewall", ("nft", "chain", "inet", "gpufleet", "input", "{ policy accept ; }"),
              (SECURITY + "Load the firewall ruleset atomically",), "policy accept"),
@@ -233,6 +240,10 @@ def test_the_gpu_stack_node_took_the_gpu_play(converged):
     assert daemon["log-opts"]["max-size"] == "100m"
     assert "NCCL_SOCKET_IFNAME=eth0" in node_exec(node, "cat", "/etc/nccl.conf").stdout
     assert node_exec(PLAIN, "test", "-e", "/etc/nccl.conf").returncode == 1, PLAIN
+    # Its own network namespace's kernel parameters run as the file says;
+    # the host's (vm.*) are only in the file.
+    assert node_exec(node, "sysctl", "-n", "net.ipv4.tcp_rmem").stdout.split() == ["4096", "87380", "134217728"]
+    assert node_exec(node, "grep", "-x", "vm.zone_reclaim_mode=0", "/etc/sysctl.d/90-gpufleet-baseline.conf").returncode == 0
 
 
 def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
@@ -317,6 +328,9 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     # their files' configuration.
     node = GPU
     assert "4444" not in node_exec(node, "nft", "list", "table", "inet", "gpufleet").stdout
+    assert node_exec(PLAIN, "dpkg-query", "-W", "-f", "${Status}", "numactl").stdout == "install ok installed"
+    for key, value in (("net.ipv4.tcp_mtu_probing", "1"), ("net.ipv4.conf.all.arp_ignore", "1")):
+        assert node_exec(node, "sysctl", "-n", key).stdout.strip() == value, key
     for user in ("trainer", "gpufleet"):
         assert "docker" in node_exec(node, "id", "-nG", user).stdout.split(), user
     held = node_exec(node, "apt-mark", "showhold").stdout.split()

@@ -12,17 +12,32 @@ ROLE = "gpufleet.cloud.encrypted_storage"
 ENVELOPE = "/etc/gpufleet/kms/storage-{}.envelope"
 
 
+def volume_vars(name, kms, backend, volume, key=0):
+    """The role's variables for one volume on a loop file of node ``name``."""
+    return dict(kms.role_vars(key), encrypted_storage_backend=backend, encrypted_storage_name=volume,
+                encrypted_storage_loop_file=f"/var/lib/gpufleet/storage/{name}-{volume}.img",
+                encrypted_storage_loop_size="64M", encrypted_storage_mount_point=f"/data/{volume}")
+
+
 def volumes(name, kms, key=0):
     """Converge both volumes; returns the Ansible output of both runs."""
     outputs = []
     for backend, volume in (("luks", "vault"), ("fscrypt", "ckpt")):
-        variables = dict(kms.role_vars(key), encrypted_storage_backend=backend, encrypted_storage_name=volume,
-                         encrypted_storage_loop_file=f"/var/lib/gpufleet/storage/{name}-{volume}.img",
-                         encrypted_storage_loop_size="64M", encrypted_storage_mount_point=f"/data/{volume}")
-        rc, out, stats = apply_role(name, ROLE, variables, "-vvv")
+        rc, out, stats = apply_role(name, ROLE, volume_vars(name, kms, backend, volume, key), "-vvv")
         assert rc == 0 and stats.get("failed") == 0, out[-4000:]
         outputs.append(out)
     return outputs
+
+
+def drift_states(name, kms, tmp_path, *extra, key=0):
+    """The fscrypt volume's role run with gpufleet's drift callback (a scan
+    with ``--check --diff``, a converge without): {resource: state}."""
+    report = tmp_path / ("drift-%d.json" % len(list(tmp_path.glob("drift-*.json"))))
+    rc, out, _stats = apply_role(name, ROLE, volume_vars(name, kms, "fscrypt", "ckpt", key), *extra,
+                                 env={"ANSIBLE_CALLBACKS_ENABLED": "gpufleet.cloud.drift",
+                                      "GPUFLEET_DRIFT_REPORT": str(report)})
+    assert report.exists(), out[-4000:]
+    return {r["resource"]: r["state"] for r in json.loads(report.read_text())["records"]}
 
 
 def data_key(name, kms, volume):

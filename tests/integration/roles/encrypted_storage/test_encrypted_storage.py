@@ -71,14 +71,16 @@ def test_aws_kms_unlocks_after_restart_and_no_file_holds_the_key(host_kms, kms_n
         # Live-state drift (docs/drift.md, mounts and unlocked volumes): the
         # unit stays active after the lock by hand, and after an unmount by
         # hand; each time a scan reports the volume and nothing else, and a
-        # converge unlocks and mounts it again.
-        for mutation in (None, "umount /data/ckpt"):
+        # converge unlocks and mounts it again. The converge says what it
+        # did: after the unmount, preparing the volume mounts its file
+        # system again (locked), and the unlock restarts the unit.
+        for mutation, converged in ((None, {UNLOCK}), ("umount /data/ckpt", {PREPARE, UNLOCK})):
             if mutation:
                 sh(name, mutation)
             assert unit(name, "is-active", "ckpt").stdout.strip() == "active"
             assert_a_scan_finds_only_the_volume(name, kms, tmp_path)
             fixed = drift_states(name, kms, tmp_path)
-            assert {r: s for r, s in fixed.items() if s != "in-sync"} == {UNLOCK: "drifted"}, fixed
+            assert {r: s for r, s in fixed.items() if s != "in-sync"} == dict.fromkeys(converged, "drifted"), fixed
             sh(name, "findmnt /data/ckpt")
             assert "weights of step 100" in sh(name, "cat /data/ckpt/encrypted/model.bin").stdout
 

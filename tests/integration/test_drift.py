@@ -56,6 +56,17 @@ def sh(script):
 # within a node: jq is used before it is removed.
 MUTATIONS = (
     # The GPU-stack node.
+    # dockerd restarted with a flag site.yml does not give, from a runtime
+    # drop-in that is gone again: no file the role reads changed, only the
+    # command line that runs. Before the daemon.json row, whose change must
+    # come after this start to be a second reason.
+    Mutation(GPU_NODE, "Docker's running flags",
+             sh("d=/run/systemd/system/docker.service.d && mkdir -p $d"
+                " && printf '[Service]\\nExecStart=\\nExecStart=/usr/sbin/dockerd -H fd://"
+                " --containerd=/run/containerd/containerd.sock --debug\\n' > $d/by-hand.conf"
+                " && systemctl daemon-reload && systemctl restart docker"
+                " && rm $d/by-hand.conf && systemctl daemon-reload && sleep 1"),
+             (DOCKER + "Check that dockerd runs its current configuration",), "--debug"),
     Mutation(GPU_NODE, "file (JSON) and the daemon that reads it",
              sh("jq '.\"log-opts\".\"max-size\" = \"1g\"' /etc/docker/daemon.json > /tmp/daemon.json"
                 " && cat /tmp/daemon.json > /etc/docker/daemon.json"),
@@ -328,6 +339,8 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     # their files' configuration.
     node = GPU
     assert "4444" not in node_exec(node, "nft", "list", "table", "inet", "gpufleet").stdout
+    dockerd = node_exec(node, "sh", "-c", "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value docker)/cmdline")
+    assert dockerd.stdout.split() == ["/usr/sbin/dockerd", "-H", "fd://", "--containerd=/run/containerd/containerd.sock"], dockerd
     assert node_exec(PLAIN, "dpkg-query", "-W", "-f", "${Status}", "numactl").stdout == "install ok installed"
     for key, value in (("net.ipv4.tcp_mtu_probing", "1"), ("net.ipv4.conf.all.arp_ignore", "1")):
         assert node_exec(node, "sysctl", "-n", key).stdout.strip() == value, key

@@ -159,8 +159,9 @@ MUTATIONS = (
 EXPECTED_DRIFT = {(m.host, resource) for m in MUTATIONS for resource in m.flags}
 
 
-# What the running node_exporter's command line is.
-EXPORTER_ARGV = "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value prometheus-node-exporter)/cmdline"
+def main_argv(host, unit):
+    """The command line of the unit's main process on ``host``."""
+    return node_exec(host, "sh", "-c", f"tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value {unit})/cmdline")
 
 
 PLAIN, GPU = lab_container(PLAIN_NODE), lab_container(GPU_NODE)
@@ -262,7 +263,7 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
         assert node_exec(lab_container(mutation.host), *mutation.argv).returncode == 0, mutation
     # The running-configuration rows change what runs, not only a file.
     assert "127.0.0.8" in node_exec(PLAIN, "chronyc", "-n", "sources").stdout
-    exporter = node_exec(PLAIN, "sh", "-c", EXPORTER_ARGV)
+    exporter = main_argv(PLAIN, "prometheus-node-exporter")
     assert "--no-collector.hwmon" in exporter.stdout, exporter
     assert "policy accept" in node_exec(PLAIN, "nft", "list", "chain", "inet", "gpufleet", "input").stdout
 
@@ -339,7 +340,7 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     # their files' configuration.
     node = GPU
     assert "4444" not in node_exec(node, "nft", "list", "table", "inet", "gpufleet").stdout
-    dockerd = node_exec(node, "sh", "-c", "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value docker)/cmdline")
+    dockerd = main_argv(node, "docker")
     assert dockerd.stdout.split() == ["/usr/sbin/dockerd", "-H", "fd://", "--containerd=/run/containerd/containerd.sock"], dockerd
     assert node_exec(PLAIN, "dpkg-query", "-W", "-f", "${Status}", "numactl").stdout == "install ok installed"
     for key, value in (("net.ipv4.tcp_mtu_probing", "1"), ("net.ipv4.conf.all.arp_ignore", "1")):
@@ -358,7 +359,7 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
         changed = [line for line in verify.stdout.splitlines() if line[10:11] != "c"]
         assert verify.returncode == 0 and changed == [], f"{package}: {verify.stdout}"
     assert "127.0.0.8" not in node_exec(PLAIN, "chronyc", "-n", "sources").stdout
-    exporter = node_exec(PLAIN, "sh", "-c", EXPORTER_ARGV)
+    exporter = main_argv(PLAIN, "prometheus-node-exporter")
     assert "--no-collector.hwmon" not in exporter.stdout, exporter
     # History has both scans, the drifted one first.
     history = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]

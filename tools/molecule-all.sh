@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 # Longest first, by the last fresh-clone CI's times (docs/testing.md): with
 # MOLECULE_JOBS side by side, the stage then never waits on a long scenario
 # that happened to start last. Scenarios not listed here run after these.
-LONGEST_FIRST=(encrypted_storage backup baseline docker monitoring security
-    cuda pull nvidia_driver rdma nccl node_health)
+# The one-node scenarios (stop 29) by stop 28's two-node times, halved.
+LONGEST_FIRST=(docker monitoring security encrypted_storage pull rdma
+    backup nccl node_health baseline nvidia_driver cuda)
 
 list_only=0
 if [[ ${1:-} == --list ]]; then # print the run order, run nothing

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -256,6 +257,22 @@ def test_the_gpu_stack_node_took_the_gpu_play(converged):
     # the host's (vm.*) are only in the file.
     assert node_exec(node, "sysctl", "-n", "net.ipv4.tcp_rmem").stdout.split() == ["4096", "87380", "134217728"]
     assert node_exec(node, "grep", "-x", "vm.zone_reclaim_mode=0", "/etc/sysctl.d/90-gpufleet-baseline.conf").returncode == 0
+
+
+def test_the_gpu_stack_node_passes_its_roles_molecule_checks(converged):
+    """The nvidia_driver and cuda scenarios converge Debian 12 only; this
+    node is their Debian 13, converged by site.yml with the scenarios'
+    sources and the open modules (inventories/lab). Their testinfra checks
+    run here unchanged, against what site.yml left on the node
+    (docs/testing.md, "One release per scenario where the lab has the
+    other")."""
+    tests = [f"extensions/molecule/{role}/tests" for role in ("nvidia_driver", "cuda")]
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--hosts",
+                             f"podman://{GPU}", *tests], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    # Every check ran: none was skipped or deselected on this node.
+    summary = result.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"\d+ passed in [\d.]+s( \([\d:]+\))?", summary), summary
 
 
 def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):

@@ -25,8 +25,8 @@ def test_every_scenario_runs_once_and_the_gpu_one_never():
 
 def test_the_longest_scenario_starts_first_and_a_short_one_last():
     order = run_order()
-    assert order[0] == "encrypted_storage"
-    assert order.index("backup") < order.index("node_health") == len(order) - 1
+    assert order[0] == "docker"
+    assert order.index("security") < order.index("baseline") < order.index("cuda") == len(order) - 1
 
 
 def test_named_scenarios_run_in_the_order_given():

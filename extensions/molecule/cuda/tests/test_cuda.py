@@ -1,5 +1,7 @@
 """What a container node converged by gpufleet.cloud.cuda (Debian non-free,
-runtime component only) really has."""
+runtime component only) really has: this scenario's Debian 12 node, and the
+lab fleet's GPU-stack node on Debian 13, which
+tests/integration/test_drift.py runs this file against."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """What a container node converged by gpufleet.cloud.nvidia_driver (Debian
-non-free source) really has. Debian 12 runs the proprietary modules,
-Debian 13 the open ones (see molecule.yml). A container has no GPU and
-cannot load modules: the no-GPU state below is the truthful one."""
+non-free source) really has. Debian 12 runs the proprietary modules (this
+scenario, see molecule.yml), Debian 13 the open ones: the lab fleet's
+GPU-stack node, which tests/integration/test_drift.py runs this file
+against. A container has no GPU and cannot load modules: the no-GPU state
+below is the truthful one."""
 
 from __future__ import annotations
 

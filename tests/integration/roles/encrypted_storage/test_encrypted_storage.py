@@ -43,7 +43,7 @@ def assert_a_scan_finds_only_the_volume(name, kms, tmp_path):
 def test_aws_kms_unlocks_after_restart_and_no_file_holds_the_key(host_kms, kms_node_image, tmp_path):
     kms = host_kms
     with node(kms_node_image, privileged=True) as name:
-        outputs = volumes(name, kms)
+        outputs = volumes(name, kms, verbose=True)
         vault_key, ckpt_key = data_key(name, kms, "vault"), data_key(name, kms, "ckpt")
         assert len(vault_key) == 32 and vault_key != ckpt_key
 

@@ -64,7 +64,8 @@ def exporter_argv(host) -> list[str]:
     return host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/cmdline").splitlines()
 
 
-def test_an_exporter_started_with_other_flags_is_drift_and_a_run_restarts_it(host, tmp_path):
+def test_an_exporter_started_with_other_flags_is_drift_and_a_run_restarts_it(rerun_node, tmp_path):
+    host = rerun_node
     # The defaults file stays as the role wrote it; the exporter that runs
     # was started by a drop-in with another flag, and the drop-in is gone.
     host.run_test(f"mkdir -p {os.path.dirname(BY_HAND)} && printf '[Service]\\nExecStart=\\n"

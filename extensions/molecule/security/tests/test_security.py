@@ -71,18 +71,18 @@ ip -n gft-{ns} link set lo up
 
 
 @pytest.fixture
-def listener(host):
-    """Start a TCP listener on all addresses of the node; stopped afterwards."""
+def listener():
+    """Start a TCP listener on all addresses of a node; stopped afterwards."""
     started = []
 
-    def start(port: int):
+    def start(host, port: int):
         unit = f"gft-listen-{port}"
         host.run_test("systemd-run --unit %s python3 -m http.server --bind :: %s", unit, str(port))
-        started.append(unit)
+        started.append((host, unit))
         host.run_test("timeout 10 sh -c %s", f"until ss -Hltn 'sport = :{port}' | grep -q .; do sleep 0.2; done")
 
     yield start
-    for unit in started:
+    for host, unit in started:
         host.run("systemctl stop %s", unit)
 
 
@@ -152,7 +152,8 @@ def test_sshd_rejects_a_password_login_for_real(host):
         host.run("rm -f /tmp/gft-askpass")
 
 
-def test_a_bad_sshd_change_is_refused_before_it_is_written(host, tmp_path):
+def test_a_bad_sshd_change_is_refused_before_it_is_written(rerun_node, tmp_path):
+    host = rerun_node
     before = host.file(DROPIN).content_string
     play = tmp_path / "sshd.yml"
     play.write_text(ROLE_PLAY % "main")
@@ -194,7 +195,8 @@ FIREWALL_PLAY = """
 LOAD_TASK = "TASK [gpufleet.cloud.security : Load the firewall ruleset atomically]"
 
 
-def test_a_rule_added_to_the_running_table_is_drift_and_a_run_removes_it(host, tmp_path):
+def test_a_rule_added_to_the_running_table_is_drift_and_a_run_removes_it(rerun_node, tmp_path):
+    host = rerun_node
     # The file and the table's comment stay as the role wrote them: only
     # the kernel's rules change, as `nft add rule` by hand does.
     host.run_test("nft add rule inet gpufleet input tcp dport 4444 accept")
@@ -236,8 +238,8 @@ def test_ssh_only_from_the_allowed_networks(host, namespaces):
 
 
 def test_exporter_ports_only_from_the_monitoring_networks(host, namespaces, listener):
-    listener(9100)
-    listener(8765)
+    listener(host, 9100)
+    listener(host, 8765)
     assert probe(host, "ok", 4, 9100) == "open"
     assert probe(host, "no", 4, 9100) == denied(host)
     # security_monitoring_cidrs has no IPv6 network.
@@ -246,10 +248,11 @@ def test_exporter_ports_only_from_the_monitoring_networks(host, namespaces, list
     assert probe(host, "ok", 4, 8765) == denied(host)
 
 
-def test_an_undeclared_listener_fails_the_report(host, listener, tmp_path):
+def test_an_undeclared_listener_fails_the_report(rerun_node, listener, tmp_path):
+    host = rerun_node
     play = tmp_path / "ports.yml"
     play.write_text(ROLE_PLAY % "listening_ports")
-    listener(8765)
+    listener(host, 8765)
     result = ansible_playbook(play, host.backend.name)
     out = result.stdout + result.stderr
     assert result.returncode == 2, out

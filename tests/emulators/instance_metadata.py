@@ -14,8 +14,10 @@ say; None is the 404 of nothing scheduled."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
+import sys
 import threading
 import time
 import uuid
@@ -48,6 +50,9 @@ class Metadata:
         self.cloud = cloud
         self.require_token = cloud == "aws" if require_token is None else require_token
         self.notice: str | None = None
+        # A file whose content, when it exists, is the notice: a process on
+        # a test node gets its notice from a file the test writes there.
+        self.notice_file: str | None = None
         self.rebalance: str | None = None
         self.fault: str | None = None
         self.hang_seconds = hang_seconds
@@ -117,6 +122,12 @@ class Handler(kms_common.Handler):
         body = None
         if self.path == NOTICE_PATHS[meta.cloud]:
             body = meta.notice
+            if meta.notice_file:
+                try:
+                    with open(meta.notice_file, encoding="utf-8") as handle:
+                        body = handle.read()
+                except FileNotFoundError:
+                    body = None
         elif meta.cloud == "aws" and self.path == REBALANCE_PATH:
             body = meta.rebalance
         if meta.fault == "garbage":
@@ -146,3 +157,20 @@ def running(metadata: Metadata, port: int = 0):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def main(argv=None) -> int:
+    """Run one cloud's service as a process (on a test node's loopback)."""
+    parser = argparse.ArgumentParser(description="A cloud's instance metadata service on 127.0.0.1.")
+    parser.add_argument("cloud", choices=["aws", "aliyun", "tencent", "huawei"])
+    parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
+    parser.add_argument("--notice-file", help="a file whose content, while it exists, is the spot notice")
+    args = parser.parse_args(argv)
+    metadata = Metadata(args.cloud)
+    metadata.notice_file = args.notice_file
+    make_server(metadata, args.port).serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

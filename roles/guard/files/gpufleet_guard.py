@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # Copyright: gpufleet developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """gpufleet-guard: the node daemon that protects a GPU node's money.
@@ -32,7 +31,9 @@ import gpufleet_guard_triggers as triggers
 import gpufleet_textfile as textfile
 
 CONFIG_PATH = "/etc/gpufleet/guard/config.json"
-SPOT_STATES = (notice.NOTICE, notice.WARNING, notice.CLEAR, notice.UNKNOWN, notice.UNSUPPORTED)
+# "off": not a spot node (guard_spot false), where no notice is read.
+SPOT_OFF = "off"
+SPOT_STATES = (notice.NOTICE, notice.WARNING, notice.CLEAR, notice.UNKNOWN, notice.UNSUPPORTED, SPOT_OFF)
 BUDGET_STATES = (triggers.OK, triggers.ALARM, triggers.CAP, triggers.UNKNOWN)
 
 
@@ -70,8 +71,8 @@ def load_config(path: str) -> Config:
     try:
         idle, budget, act = raw.get("idle") or {}, raw.get("budget") or {}, raw["actions"]
         cloud = raw["cloud"]
-        if cloud not in notice.READERS:
-            raise ConfigError(f"cloud must be one of {', '.join(sorted(notice.READERS))}, not {cloud!r}")
+        if raw.get("spot") and cloud not in notice.READERS:
+            raise ConfigError(f"spot is on, so cloud must be one of {', '.join(sorted(notice.READERS))}, not {cloud!r}")
         idle_config = None
         if idle.get("enabled"):
             idle_config = triggers.IdleConfig(float(idle["threshold_percent"]), float(idle["window_seconds"]),
@@ -152,7 +153,7 @@ class Guard:
         result["boot_known"] = boot is not None
 
         # Spot: only a notice is an event; everything else is reported.
-        reading = self.reader.read() if self.reader else notice.Reading(notice.UNSUPPORTED, detail="not a spot node")
+        reading = self.reader.read() if self.reader else notice.Reading(SPOT_OFF, detail="not a spot node")
         result["spot"] = reading
         if reading.triggers:
             result["events"].append(actions.Event(reading.event_id, "spot", f"{reading.kind}: {reading.detail}",

@@ -191,7 +191,7 @@ def test_no_price_leaves_the_spend_unknown_not_zero(tmp_path):
 
 
 @pytest.mark.parametrize(("changes", "message"), [
-    ({"cloud": "gcp"}, "cloud must be one of aliyun, aws, huawei, tencent, not 'gcp'"),
+    ({"cloud": "gcp"}, "spot is on, so cloud must be one of aliyun, aws, huawei, tencent, not 'gcp'"),
     ({"state_path": None}, "state_path"),
     ({"actions": {"final_action": "terminate"}}, "final_action must be one of none, stop, poweroff"),
     ({"poll_seconds": 0}, "poll_seconds must be above 0"),
@@ -219,3 +219,9 @@ def test_once_with_the_real_probes_on_this_machine(tmp_path, fake_nvidia_smi, ca
     result = json.loads(capsys.readouterr().out)
     assert result["spot"]["state"] == "clear" and result["boot_known"] is True
     assert "unknown" in result["idle"]["reason"]  # one GPU said [N/A]
+
+
+def test_a_node_that_is_not_spot_needs_no_cloud_and_says_so(tmp_path):
+    result = make(tmp_path, spot=False, cloud="").poll()
+    assert result["spot"].state == "off" and result["events"] == []
+    assert 'gpufleet_guard_spot_state{cloud="",state="off"} 1' in metrics(tmp_path)

@@ -167,3 +167,14 @@ def test_huawei_has_no_notice_and_says_so():
 def test_an_unknown_cloud_is_refused_by_name():
     with pytest.raises(ValueError, match="'gcp'.*known: aliyun, aws, huawei, tencent"):
         notice.reader_for("gcp")
+
+
+def test_a_notice_file_is_the_notice_while_it_exists(tmp_path):
+    # How a test node's emulator process gets its notice (the guard scenario).
+    meta = Metadata("tencent")
+    meta.notice_file = str(tmp_path / "notice")
+    with running(meta) as url:
+        reader = notice.reader_for("tencent", url)
+        assert reader.read().state == notice.CLEAR
+        (tmp_path / "notice").write_text(BODIES["tencent"])
+        assert reader.read().deadline == WHEN

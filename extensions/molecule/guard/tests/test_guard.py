@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
-from conftest import assert_file, assert_unit_running
+from conftest import assert_file, assert_unit_running, project_dir
 
 LIBEXEC = "/usr/local/lib/gpufleet/guard"
 METRICS = "/var/lib/prometheus/node-exporter/gpufleet_guard.prom"
@@ -90,3 +94,19 @@ def test_a_spot_notice_signals_the_job_checkpoints_once_and_survives_a_restart(h
         assert len(host.file("/var/lib/gft-train/checkpoints").content_string.split()) == 1
     finally:
         host.run("rm -f /run/gft-notice")
+
+
+def test_gpufleet_guard_status_shows_the_node_from_outside(host):
+    # The fleet view, as a user runs it against this scenario's inventory:
+    # after the notice above, the last event and its checkpoint.
+    inventory = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
+    gpufleet = Path(sys.executable).with_name("gpufleet")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(project_dir() / "ansible.cfg"))
+    done = subprocess.run([str(gpufleet), "guard", "status", "-i", str(inventory), "--limit", host.backend.name,
+                           "--format", "json", "--quiet"], cwd=project_dir(), env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (node,) = json.loads(done.stdout)["nodes"]
+    assert (node["host"], node["state"], node["cloud"]) == (host.backend.name, "reporting", "aws")
+    assert node["last_event"] == "spot" and node["checkpoint_landed"] is True
+    assert node["spend"] > 0 and node["spend_cap"] == 100000.0 and node["budget"] == "ok"

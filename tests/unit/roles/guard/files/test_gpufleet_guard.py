@@ -225,3 +225,21 @@ def test_a_node_that_is_not_spot_needs_no_cloud_and_says_so(tmp_path):
     result = make(tmp_path, spot=False, cloud="").poll()
     assert result["spot"].state == "off" and result["events"] == []
     assert 'gpufleet_guard_spot_state{cloud="",state="off"} 1' in metrics(tmp_path)
+
+
+def test_gpufleet_guard_status_reads_what_the_daemon_writes(tmp_path):
+    # The contract between the daemon's metrics and the CLI's fleet view.
+    from gpufleet.guard._status import REPORTING, from_metrics
+
+    meta = Metadata("aws")
+    meta.notice = NOTICE
+    node, clock = Node(), Clock()
+    with running(meta) as url:
+        make(tmp_path, url, clock, node, budget={"price_per_hour": 3.6, "node_cap": 10.0}).poll()
+    seen = from_metrics("n1", metrics(tmp_path))
+    assert seen.state == REPORTING and (seen.cloud, seen.spot, seen.spot_deadline) == ("aws", "notice", DEADLINE)
+    assert (seen.idle_seconds, seen.idle_window_seconds, seen.idle_armed) == (0.0, 600.0, False)
+    assert (seen.budget, seen.spend, seen.spend_cap) == ("ok", 0.1, 10.0)
+    assert (seen.job_spend, seen.job_spend_cap) == (None, None)
+    assert (seen.last_event, seen.last_action, seen.checkpoint_landed) == ("spot", "none", None)
+    assert seen.last_poll_at == clock.now

@@ -67,8 +67,10 @@ def test_the_metrics_say_what_the_guard_read(host):
 def test_a_spot_notice_signals_the_job_checkpoints_once_and_survives_a_restart(host):
     deadline = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) + datetime.timedelta(minutes=2)
     notice = json.dumps({"action": "terminate", "time": deadline.strftime("%Y-%m-%dT%H:%M:%SZ")})
+    # Stopped before the records go: a stop is itself a SIGTERM to the job.
+    host.run_test("systemctl stop gft-train.service")
     host.run_test("rm -f /var/lib/gft-train/signals /var/lib/gft-train/checkpoints")
-    host.run_test("systemctl restart gft-train.service")
+    host.run_test("systemctl start gft-train.service")
     try:
         host.run_test("printf '%%s' %s > /run/gft-notice", notice)
         marker = json.loads(wait_for(host, lambda: host.file(MARKER).exists and host.file(MARKER).content_string,
@@ -85,8 +87,10 @@ def test_a_spot_notice_signals_the_job_checkpoints_once_and_survives_a_restart(h
         assert record["hook"]["landed"] is True and record["final"]["action"] == "none"
 
         # The same notice after a restart of both: no second signal, no second checkpoint.
+        host.run_test("systemctl stop gft-train.service")
         host.run_test("rm /var/lib/gft-train/signals")
-        host.run_test("systemctl restart gft-train.service gpufleet-guard.service")
+        host.run_test("systemctl start gft-train.service")
+        host.run_test("systemctl restart gpufleet-guard.service")
         polled = metric_lines(host)
         wait_for(host, lambda: metric_lines(host) != polled, "the restarted guard polled", 30)
         time.sleep(3)  # three more polls at guard_poll_seconds 1

@@ -247,7 +247,7 @@ def write_metrics(config: Config, result: dict, events: dict) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="gpufleet-guard", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="gpufleet-guard", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--config", default=CONFIG_PATH)
     parser.add_argument("--once", action="store_true", help="poll once, print the result as JSON, and exit")
     args = parser.parse_args(argv)

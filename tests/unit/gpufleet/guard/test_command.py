@@ -44,8 +44,8 @@ gpufleet_guard_last_poll_timestamp_seconds 999990.0
 
 
 def ok(host, text):
-    return {"event": "runner_on_ok", "event_data": {"host": host, "task": _command.TASK,
-                                                      "res": {"content": base64.b64encode(text.encode()).decode()}}}
+    content = base64.b64encode(text.encode()).decode()
+    return {"event": "runner_on_ok", "event_data": {"host": host, "task": _command.TASK, "res": {"content": content}}}
 
 
 EVENTS = [

@@ -25,7 +25,6 @@ NOTICE = json.dumps({"action": "terminate", "time": "2026-12-03T04:05:33Z"})
 DEADLINE = datetime.datetime(2026, 12, 3, 4, 5, 33, tzinfo=datetime.timezone.utc).timestamp()
 
 
-
 class Node:
     """The node's reads, as the test sets them."""
 
@@ -135,7 +134,7 @@ def test_idle_gpus_for_the_window_act_once_with_the_checkpoint_time(tmp_path):
     daemon = make(tmp_path, clock=clock, node=node, commands=commands, spot=False)
     daemon.poll()
     node.utilization = [1.0, 0.0]
-    for _ in range(0, 660, 60):  # the first quiet poll starts the spell
+    for _poll in range(0, 660, 60):  # the first quiet poll starts the spell
         clock.now += 60
         result = daemon.poll()
     assert [e.reason for e in result["events"]] == ["idle"]
@@ -149,7 +148,7 @@ def test_idle_gpus_for_the_window_act_once_with_the_checkpoint_time(tmp_path):
     clock.now += 60
     daemon.poll()
     node.units["train.service"] = False
-    for _ in range(0, 660, 60):
+    for _poll in range(0, 660, 60):
         clock.now += 60
         daemon.poll()
     assert len(commands.calls) == 2
@@ -159,7 +158,7 @@ def test_utilization_that_cannot_be_read_never_stops_an_idle_node(tmp_path):
     clock, node, commands = Clock(), Node(), Commands()
     node.utilization, node.boot_value = None, ("boot-1", 10**6)  # long past the grace period
     daemon = make(tmp_path, clock=clock, node=node, commands=commands, spot=False)
-    for _ in range(200):
+    for _poll in range(200):
         clock.now += 60
         assert daemon.poll()["events"] == []
     assert commands.calls == [] and "gpufleet_guard_idle_seconds 0.0" in metrics(tmp_path)

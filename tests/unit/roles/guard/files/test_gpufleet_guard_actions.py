@@ -16,7 +16,6 @@ from .fakes import Clock
 actions = load_helper("guard", "gpufleet_guard_actions.py", "gpufleet_guard_actions")
 
 
-
 class Runner:
     """Stands in for subprocess.run: records argv, answers by the first
     word, and can take time on the clock (a hook that runs long)."""

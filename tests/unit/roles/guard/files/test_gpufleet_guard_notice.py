@@ -147,7 +147,7 @@ def test_a_token_is_reused_until_it_is_due():
     meta = Metadata("aws")
     with running(meta) as url:
         reader = notice.reader_for("aws", url)
-        for _ in range(3):
+        for _read in range(3):
             assert reader.read().state == notice.CLEAR
     assert [c for c in meta.calls if c[0] == "PUT"] == [("PUT", "/latest/api/token", 200)]
 

@@ -84,7 +84,7 @@ def test_a_messy_day_never_triggers_while_an_unknown_falls_in_every_window():
     rng = random.Random(20261203)
     state, polls, next_unknown = triggers.IdleState(armed=True), [], 0
     for now in range(0, 86400, 5):
-        util = [rng.choice([0.0, 0.5, 3.0, 9.0]) for _ in range(8)]
+        util = [rng.choice([0.0, 0.5, 3.0, 9.0]) for _gpu in range(8)]
         sources = dict(QUIET)
         if now >= next_unknown:
             if rng.random() < 0.5:

@@ -8,6 +8,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import _project
+from .guard import _command as guard_command
 from .lab import Lab, PodmanError
 
 # Why `gpufleet drift` cannot run, if it cannot.
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         sub.add_parser("drift", help="verify the fleet against site.yml (needs gpufleet.cloud)",
                        description=_DRIFT_UNAVAILABLE)
+    guard_command.add_parser(sub)
     return parser
 
 
@@ -110,12 +112,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command == "drift":
+    if args.command in ("drift", "guard"):
+        # Both run the collection's playbooks: a checkout's, or an installed one.
         try:
             project = _project.locate()
         except _project.CollectionNotFound as exc:
-            print(f"gpufleet drift: {exc}", file=sys.stderr)
+            print(f"gpufleet {args.command}: {exc}", file=sys.stderr)
             return 1
+        if args.command == "guard":
+            return guard_command.run(project.collection, args)
         return drift_command.run(project.collection, args, workdir=project.workdir)
     if args.command == "lab":
         directory = lab_dir()

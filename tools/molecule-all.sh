@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 # that happened to start last. Scenarios not listed here run after these.
 # The one-node scenarios (stop 29) by stop 28's two-node times, halved.
 LONGEST_FIRST=(docker monitoring security encrypted_storage pull rdma
-    backup nccl node_health baseline nvidia_driver cuda)
+    backup nccl node_health baseline nvidia_driver guard cuda)
 
 list_only=0
 if [[ ${1:-} == --list ]]; then # print the run order, run nothing

@@ -142,14 +142,14 @@ def test_promtool_check_rules():
         cwd=EXPORT, capture_output=True, text=True, check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 15 rules found" in out.stdout
+    assert "SUCCESS: 21 rules found" in out.stdout
 
 
 def test_promtool_unit_tests_fire_every_alert():
     tests = (EXPORT / "gpufleet.rules.test.yml").read_text()
     rules = (EXPORT / "gpufleet.rules.yml").read_text()
     alerts = [line.split(":", 1)[1].strip() for line in rules.splitlines() if line.strip().startswith("- alert:")]
-    assert len(alerts) == 10
+    assert len(alerts) == 16
     for alert in alerts:
         assert f"alertname: {alert}" in tests, f"no promtool test for {alert}"
     out = subprocess.run(
@@ -207,7 +207,7 @@ def test_prometheus_evaluates_the_rules(prometheus):
         if (evaluated and pending) or time.monotonic() > deadline:
             break
         time.sleep(1)
-    assert {g["name"] for g in groups} == {"gpufleet-gpu-recording", "gpufleet-alerts"}
+    assert {g["name"] for g in groups} == {"gpufleet-gpu-recording", "gpufleet-alerts", "gpufleet-guard"}
     assert all(rule["health"] == "ok" for g in groups for rule in g["rules"]), groups
     # The node the inventory gives a GPU has no GPU metrics: that alert is
     # pending there (it fires after 15 minutes), and only there.

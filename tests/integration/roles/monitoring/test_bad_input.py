@@ -26,6 +26,10 @@ CASES = {
     ),
     "threshold not a number": ({"monitoring_alert_gpu_temperature_celsius": "hot"}, "monitoring_alert_gpu_temperature_celsius"),
     "threshold out of range": ({"monitoring_alert_gpu_idle_percent": 250}, "monitoring_alert_gpu_idle_percent"),
+    "guard's stale threshold below a minute": (
+        {"monitoring_alert_guard_stale_seconds": 10},
+        "monitoring_alert_guard_stale_seconds",
+    ),
     "dcgm-exporter not pinned": (
         {"monitoring_gpu_exporter": "dcgm", "monitoring_dcgm_exporter_version": "latest"},
         "monitoring_dcgm_exporter_version",

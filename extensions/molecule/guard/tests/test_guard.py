@@ -1,0 +1,116 @@
+"""What a node converged by gpufleet.cloud.guard really does: the daemon
+runs as a service, reads the node's AWS metadata service (the emulator of
+prepare.yml), writes its metrics, and on a spot notice gives the stand-in
+job its signal and its checkpoint, once, even across a restart."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import assert_file, assert_unit_running, project_dir
+
+LIBEXEC = "/usr/local/lib/gpufleet/guard"
+METRICS = "/var/lib/prometheus/node-exporter/gpufleet_guard.prom"
+MARKER = "/run/gpufleet-guard/event.json"
+STATE = "/var/lib/gpufleet/guard/state.json"
+
+
+def wait_for(host, check, what, seconds=60):
+    """Poll a condition on the node until it holds or the deadline passes."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.5)
+    raise AssertionError(f"{host.backend.hostname}: {what} within {seconds} s")
+
+
+def metric_lines(host):
+    return host.file(METRICS).content_string.splitlines() if host.file(METRICS).exists else []
+
+
+def test_the_daemon_and_its_configuration(host):
+    for name in ("gpufleet_guard.py", "gpufleet_guard_actions.py", "gpufleet_guard_notice.py",
+                 "gpufleet_guard_probes.py", "gpufleet_guard_triggers.py", "gpufleet_textfile.py"):
+        assert_file(host, f"{LIBEXEC}/{name}")
+    config = json.loads(assert_file(host, "/etc/gpufleet/guard/config.json"))
+    assert config["cloud"] == "aws" and config["spot"] is True and config["poll_seconds"] == 1
+    assert config["idle"]["window_seconds"] == 3600 and config["idle"]["units"] == ["gft-train.service"]
+    assert config["budget"] == {"price_per_hour": 3.6, "node_cap": 100000.0, "job_cap": None, "alarm_ratio": 0.8,
+                                "job_unit": ""}
+    assert config["actions"]["final_action"] == "none" and config["actions"]["signal"] == "SIGTERM"
+    assert host.file("/var/lib/gpufleet/guard").mode == 0o700
+    assert_unit_running(host, "gpufleet-guard")
+    unit = host.file("/etc/systemd/system/gpufleet-guard.service").content_string
+    assert "NoNewPrivileges=yes" in unit and "RuntimeDirectoryPreserve=yes" in unit
+
+
+def test_the_metrics_say_what_the_guard_read(host):
+    wait_for(host, lambda: any(line.startswith("gpufleet_guard_last_poll") for line in metric_lines(host)),
+             "the guard wrote its metrics")
+    lines = metric_lines(host)
+    assert 'gpufleet_guard_spot_state{cloud="aws",state="clear"} 1' in lines
+    # No nvidia-smi in a container: utilisation is unknown, so idle time never runs.
+    assert "gpufleet_guard_idle_seconds 0.0" in lines
+    spend = next(line for line in lines if line.startswith('gpufleet_guard_spend{scope="node"}'))
+    assert float(spend.split()[-1]) > 0
+    assert 'gpufleet_guard_budget_state{state="ok"} 1' in lines
+
+
+def test_a_spot_notice_signals_the_job_checkpoints_once_and_survives_a_restart(host):
+    deadline = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) + datetime.timedelta(minutes=2)
+    notice = json.dumps({"action": "terminate", "time": deadline.strftime("%Y-%m-%dT%H:%M:%SZ")})
+    # Stopped before the records go: a stop is itself a SIGTERM to the job.
+    host.run_test("systemctl stop gft-train.service")
+    host.run_test("rm -f /var/lib/gft-train/signals /var/lib/gft-train/checkpoints")
+    host.run_test("systemctl start gft-train.service")
+    try:
+        host.run_test("printf '%%s' %s > /run/gft-notice", notice)
+        marker = json.loads(wait_for(host, lambda: host.file(MARKER).exists and host.file(MARKER).content_string,
+                                     "the marker file appeared"))
+        assert marker["reason"] == "spot" and marker["deadline_utc"] == deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert wait_for(host, lambda: host.file("/var/lib/gft-train/signals").exists,
+                        "the job got its signal")
+        assert host.file("/var/lib/gft-train/signals").content_string == "SIGTERM\n"
+        wait_for(host, lambda: host.file("/var/lib/gft-train/checkpoints").exists, "the checkpoint hook ran")
+        wait_for(host, lambda: 'gpufleet_guard_checkpoint_landed{reason="spot"} 1' in metric_lines(host),
+                 "the metrics say the checkpoint landed")
+        state = json.loads(host.file(STATE).content_string)
+        (record,) = [r for r in state["events"].values() if r["reason"] == "spot"]
+        assert record["hook"]["landed"] is True and record["final"]["action"] == "none"
+
+        # The same notice after a restart of both: no second signal, no second checkpoint.
+        host.run_test("systemctl stop gft-train.service")
+        host.run_test("rm /var/lib/gft-train/signals")
+        host.run_test("systemctl start gft-train.service")
+        host.run_test("systemctl restart gpufleet-guard.service")
+        polled = metric_lines(host)
+        wait_for(host, lambda: metric_lines(host) != polled, "the restarted guard polled", 30)
+        time.sleep(3)  # three more polls at guard_poll_seconds 1
+        assert not host.file("/var/lib/gft-train/signals").exists
+        assert len(host.file("/var/lib/gft-train/checkpoints").content_string.split()) == 1
+    finally:
+        host.run("rm -f /run/gft-notice")
+
+
+def test_gpufleet_guard_status_shows_the_node_from_outside(host):
+    # The fleet view, as a user runs it against this scenario's inventory:
+    # after the notice above, the last event and its checkpoint.
+    inventory = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
+    gpufleet = Path(sys.executable).with_name("gpufleet")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(project_dir() / "ansible.cfg"))
+    done = subprocess.run([str(gpufleet), "guard", "status", "-i", str(inventory), "--limit", host.backend.name,
+                           "--format", "json", "--quiet"], cwd=project_dir(), env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (node,) = json.loads(done.stdout)["nodes"]
+    assert (node["host"], node["state"], node["cloud"]) == (host.backend.name, "reporting", "aws")
+    assert node["last_event"] == "spot" and node["checkpoint_landed"] is True
+    assert node["spend"] > 0 and node["spend_cap"] == 100000.0 and node["budget"] == "ok"

@@ -1,0 +1,1 @@
+"""`gpufleet guard`: the fleet view of the guard daemon (docs/guard.md)."""

@@ -1,0 +1,274 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""gpufleet-guard: the node daemon that protects a GPU node's money.
+
+Every poll (5 s by default) it reads the spot notice (gpufleet_guard_notice),
+GPU utilisation and the activity sources (gpufleet_guard_probes), decides
+(gpufleet_guard_triggers) and, for each event, runs the action pipeline
+once (gpufleet_guard_actions). Its state (idle arming, the running time
+across boots, every event's recorded steps) is written to disk after each
+change, so a restarted daemon neither fires an event again nor forgets
+the spend. Its metrics go to node_exporter's textfile directory.
+
+Usage: gpufleet-guard [--config PATH] [--once]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+
+import gpufleet_guard_actions as actions
+import gpufleet_guard_notice as notice
+import gpufleet_guard_probes as probes
+import gpufleet_guard_triggers as triggers
+import gpufleet_textfile as textfile
+
+CONFIG_PATH = "/etc/gpufleet/guard/config.json"
+# "off": not a spot node (guard_spot false), where no notice is read.
+SPOT_OFF = "off"
+SPOT_STATES = (notice.NOTICE, notice.WARNING, notice.CLEAR, notice.UNKNOWN, notice.UNSUPPORTED, SPOT_OFF)
+BUDGET_STATES = (triggers.OK, triggers.ALARM, triggers.CAP, triggers.UNKNOWN)
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    cloud: str
+    spot: bool
+    metadata_endpoint: str | None
+    poll_seconds: float
+    idle: triggers.IdleConfig | None
+    idle_units: tuple[str, ...]
+    idle_ssh: bool
+    activity_file: str
+    budget: triggers.BudgetConfig
+    budget_job_unit: str
+    checkpoint_seconds: float
+    actions: actions.ActionConfig
+    state_path: str
+    textfile_dir: str
+    nvidia_smi: str
+
+
+def load_config(path: str) -> Config:
+    """The role writes this file; a hand-edited one that is wrong fails here,
+    naming the key, before the daemon polls anything."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = json.load(handle)
+    except (OSError, json.JSONDecodeError) as error:
+        raise ConfigError(f"{path}: {error}") from None
+    try:
+        idle, budget, act = raw.get("idle") or {}, raw.get("budget") or {}, raw["actions"]
+        cloud = raw["cloud"]
+        if raw.get("spot") and cloud not in notice.READERS:
+            raise ConfigError(f"spot is on, so cloud must be one of {', '.join(sorted(notice.READERS))}, not {cloud!r}")
+        idle_config = None
+        if idle.get("enabled"):
+            idle_config = triggers.IdleConfig(float(idle["threshold_percent"]), float(idle["window_seconds"]),
+                                              float(idle["grace_seconds"]))
+        config = Config(
+            cloud=cloud, spot=bool(raw.get("spot")), metadata_endpoint=raw.get("metadata_endpoint"),
+            poll_seconds=float(raw.get("poll_seconds", 5)), idle=idle_config,
+            idle_units=tuple(idle.get("units", ())), idle_ssh=bool(idle.get("ssh", True)),
+            activity_file=idle.get("activity_file", ""),
+            budget=triggers.BudgetConfig(
+                None if budget.get("price_per_hour") is None else float(budget["price_per_hour"]),
+                None if budget.get("node_cap") is None else float(budget["node_cap"]),
+                None if budget.get("job_cap") is None else float(budget["job_cap"]),
+                float(budget.get("alarm_ratio", 0.8))),
+            budget_job_unit=budget.get("job_unit", ""),
+            checkpoint_seconds=float(act.get("checkpoint_seconds", 300)),
+            actions=actions.ActionConfig(
+                marker_path=act["marker_path"], signal=act.get("signal", "SIGTERM"),
+                job_units=tuple(act.get("job_units", ())), job_containers=tuple(act.get("job_containers", ())),
+                hook=tuple(act.get("hook", ())), hook_margin_seconds=float(act.get("hook_margin_seconds", 10)),
+                final_action=act.get("final_action", "none"), stop_command=tuple(act.get("stop_command", ())),
+                stop_attempts=int(act.get("stop_attempts", 5)),
+                stop_backoff_seconds=float(act.get("stop_backoff_seconds", 2))),
+            state_path=raw["state_path"], textfile_dir=raw["textfile_dir"], nvidia_smi=raw["nvidia_smi"])
+    except KeyError as error:
+        raise ConfigError(f"{path}: the key {error.args[0]!r} is missing") from None
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{path}: {error}") from None
+    if config.poll_seconds <= 0:
+        raise ConfigError(f"{path}: poll_seconds must be above 0, not {config.poll_seconds:g}")
+    return config
+
+
+def load_state(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+    except FileNotFoundError:
+        state = {}
+    return {"idle": state.get("idle", {}), "meter": state.get("meter", {}), "events": state.get("events", {})}
+
+
+def save_state(path: str, state: dict) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".state.", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, indent=1, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class Guard:
+    """One poll at a time; the readings and decisions of the last poll are
+    kept for the metrics."""
+
+    def __init__(self, config: Config, clock=time.time, reader=None, read=probes, pipeline_run=None):
+        self.config = config
+        self.clock = clock
+        self.read = read
+        self.state = load_state(config.state_path)
+        self.idle_state = triggers.IdleState(**self.state["idle"])
+        self.meter = triggers.Meter(**self.state["meter"])
+        self.reader = reader or (notice.reader_for(config.cloud, config.metadata_endpoint) if config.spot else None)
+        kwargs = {"run": pipeline_run} if pipeline_run else {}
+        self.pipeline = actions.Pipeline(config.actions, self.state["events"], self.save, clock=clock, **kwargs)
+
+    def save(self) -> None:
+        self.state["idle"] = dataclasses.asdict(self.idle_state)
+        self.state["meter"] = dataclasses.asdict(self.meter)
+        save_state(self.config.state_path, self.state)
+
+    def poll(self) -> dict:
+        now, config = self.clock(), self.config
+        result = {"at": now, "events": []}
+        boot = self.read.boot()
+        result["boot_known"] = boot is not None
+
+        # Spot: only a notice is an event; everything else is reported.
+        reading = self.reader.read() if self.reader else notice.Reading(SPOT_OFF, detail="not a spot node")
+        result["spot"] = reading
+        if reading.triggers:
+            result["events"].append(actions.Event(reading.event_id, "spot", f"{reading.kind}: {reading.detail}",
+                                                  reading.deadline))
+
+        # Idle: every source is read, and unknown counts as active.
+        if config.idle is not None:
+            sources = {f"job unit {unit}": self.read.unit_active(unit) for unit in config.idle_units}
+            if config.idle_ssh:
+                sources["SSH sessions"] = self.read.ssh_sessions()
+            if config.activity_file:
+                sources[f"activity file {config.activity_file}"] = self.read.file_touched(
+                    config.activity_file, config.idle.window_seconds, now)
+            # Grace counts from the node's boot; an unknown boot arms nothing early.
+            started_at = now - boot[1] if boot else now
+            utilization = self.read.gpu_utilization(config.nvidia_smi)
+            idle = triggers.step_idle(config.idle, self.idle_state, utilization, sources, now, started_at)
+            result["idle"] = idle
+            if idle.triggered:
+                boot_id = boot[0] if boot else "unknown-boot"
+                result["events"].append(actions.Event(f"idle-{boot_id}-{int(self.idle_state.idle_since)}", "idle",
+                                                      idle.reason, now + config.checkpoint_seconds))
+
+        # Budget: the running time summed over boots, and the job's own.
+        running = self.meter.update(*boot) if boot else None
+        job = self.read.job_seconds(config.budget_job_unit) if config.budget_job_unit else None
+        verdict = (triggers.budget(config.budget, running, job) if running is not None
+                   else triggers.BudgetVerdict(triggers.UNKNOWN, None, None, "the running time cannot be read"))
+        result["budget"] = verdict
+        if verdict.state == triggers.CAP:
+            cap_id = f"budget-{config.budget.node_cap}-{config.budget.job_cap}"
+            if job is not None and config.budget.job_cap is not None and verdict.job_spend >= config.budget.job_cap:
+                cap_id += f"-{config.budget_job_unit}-{int(now - job)}"
+            result["events"].append(actions.Event(cap_id, "budget", verdict.reason, now + config.checkpoint_seconds))
+
+        result["records"] = [self.pipeline.handle(event) for event in result["events"]]
+        self.save()
+        write_metrics(config, result, self.state["events"])
+        return result
+
+
+def _gauge(lines: list[str], name: str, help_text: str, samples) -> None:
+    lines.append(f"# HELP {name} {help_text}")
+    lines.append(f"# TYPE {name} gauge")
+    for labels, value in samples:
+        label_text = ",".join(f'{k}="{textfile.escape(str(v))}"' for k, v in labels.items())
+        # repr: the shortest text that reads back as the same float, so a
+        # timestamp keeps its seconds.
+        shown = "NaN" if value is None else (repr(value) if isinstance(value, float) else str(int(value)))
+        lines.append(f"{name}{{{label_text}}} {shown}" if label_text else f"{name} {shown}")
+
+
+def write_metrics(config: Config, result: dict, events: dict) -> None:
+    """Unknown is NaN (and a state label of its own), never 0: an alert on
+    0 must not read "no notice" where the guard could not tell."""
+    lines: list[str] = []
+    spot = result["spot"]
+    _gauge(lines, "gpufleet_guard_spot_state", "The spot notice as last read, one series per state (1: current).",
+           [({"cloud": config.cloud, "state": s}, int(spot.state == s)) for s in SPOT_STATES])
+    _gauge(lines, "gpufleet_guard_spot_deadline_timestamp_seconds", "When the cloud will reclaim the node (NaN: no notice).",
+           [({"cloud": config.cloud}, spot.deadline if spot.state == notice.NOTICE else None)])
+    idle = result.get("idle")
+    if idle is not None:
+        _gauge(lines, "gpufleet_guard_idle_seconds", "How long every GPU has been below the threshold with nothing active.",
+               [({}, float(idle.idle_seconds))])
+        _gauge(lines, "gpufleet_guard_idle_armed", "1 once the GPUs were busy or the grace period passed.",
+               [({}, int(idle.armed))])
+        _gauge(lines, "gpufleet_guard_idle_window_seconds", "The idle window after which the guard acts.",
+               [({}, float(config.idle.window_seconds))])
+    budget = result["budget"]
+    _gauge(lines, "gpufleet_guard_budget_state", "The spend against its caps, one series per state (1: current).",
+           [({"state": s}, int(budget.state == s)) for s in BUDGET_STATES])
+    _gauge(lines, "gpufleet_guard_spend", "Hourly price times running time, in the price's currency (NaN: unknown).",
+           [({"scope": "node"}, budget.spend), ({"scope": "job"}, budget.job_spend)])
+    _gauge(lines, "gpufleet_guard_spend_cap", "The spend cap (NaN: none).",
+           [({"scope": "node"}, config.budget.node_cap), ({"scope": "job"}, config.budget.job_cap)])
+    _gauge(lines, "gpufleet_guard_spend_alarm_ratio", "The share of a cap at which the spend alarm fires.",
+           [({}, config.budget.alarm_ratio)])
+    last = max(events.values(), key=lambda record: record.get("seen_at", 0), default=None)
+    if last is not None:
+        final = last.get("final", {})
+        _gauge(lines, "gpufleet_guard_last_event_timestamp_seconds", "When the guard last acted, by reason and final action.",
+               [({"reason": last["reason"], "action": final.get("action", "pending")}, float(last["seen_at"]))])
+        landed = last.get("hook", {}).get("landed")
+        _gauge(lines, "gpufleet_guard_checkpoint_landed",
+               "1 if the last event's checkpoint landed before its deadline, 0 if not, NaN if unknown or pending.",
+               [({"reason": last["reason"]}, None if landed is None else int(landed))])
+    _gauge(lines, "gpufleet_guard_last_poll_timestamp_seconds", "When the guard last polled.", [({}, float(result["at"]))])
+    os.makedirs(config.textfile_dir, exist_ok=True)
+    textfile.write_atomic(os.path.join(config.textfile_dir, "gpufleet_guard.prom"), "\n".join(lines) + "\n")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="gpufleet-guard", description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--config", default=CONFIG_PATH)
+    parser.add_argument("--once", action="store_true", help="poll once, print the result as JSON, and exit")
+    args = parser.parse_args(argv)
+    try:
+        guard = Guard(load_config(args.config))
+    except ConfigError as error:
+        print(f"gpufleet-guard: {error}", file=sys.stderr)
+        return 2
+    if args.once:
+        result = guard.poll()
+        print(json.dumps(result, default=lambda o: dataclasses.asdict(o) if dataclasses.is_dataclass(o) else str(o),
+                         indent=1, sort_keys=True))
+        return 0
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    while not stopping:
+        started = time.monotonic()
+        guard.poll()
+        time.sleep(max(guard.config.poll_seconds - (time.monotonic() - started), 0.1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

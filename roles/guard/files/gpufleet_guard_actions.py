@@ -1,0 +1,166 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The guard's action pipeline, run once per event (a spot notice, GPUs
+idle for the window, a spend cap reached):
+
+1. write the marker file, JSON with the reason and the deadline, for jobs
+   that look for a flag between steps;
+2. send the configured signal to the job's units and containers;
+3. run the checkpoint hook, if any, within the time left;
+4. record whether the checkpoint landed before the deadline;
+5. take the final action: nothing (the default), the cloud's stop call
+   (a command, retried with backoff; stopping a stopped instance is not an
+   error for the clouds' stop calls), or poweroff.
+
+Every step is recorded in the daemon's state, which the caller saves to
+disk after each one: an event seen again (the same notice on the next
+poll, or after a restart of the daemon) resumes after its last recorded
+step and never repeats one. A hook that was running when the daemon
+stopped is recorded as interrupted, not run again. Standard library only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+FINAL_ACTIONS = ("none", "stop", "poweroff")
+STEPS = ("marker", "signal", "hook", "final")
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    event_id: str
+    reason: str  # spot, idle, budget
+    detail: str
+    deadline: float  # seconds since the epoch
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionConfig:
+    marker_path: str
+    signal: str = "SIGTERM"
+    job_units: tuple[str, ...] = ()
+    job_containers: tuple[str, ...] = ()
+    hook: tuple[str, ...] = ()
+    hook_margin_seconds: float = 10.0
+    final_action: str = "none"
+    stop_command: tuple[str, ...] = ()
+    stop_attempts: int = 5
+    stop_backoff_seconds: float = 2.0
+
+    def __post_init__(self):
+        if self.final_action not in FINAL_ACTIONS:
+            raise ValueError(f"final_action must be one of {', '.join(FINAL_ACTIONS)}, not {self.final_action!r}")
+        if self.final_action == "stop" and not self.stop_command:
+            raise ValueError("final_action stop needs the stop_command that calls the cloud's stop API")
+        if self.signal not in ("SIGTERM", "SIGUSR1", "SIGINT", "SIGUSR2"):
+            raise ValueError(f"signal must be SIGTERM, SIGUSR1, SIGUSR2 or SIGINT, not {self.signal!r}")
+
+
+def _iso(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def write_marker(path: str, event: Event, now: float) -> None:
+    """Atomically: a job polling the file sees no marker or a whole one."""
+    body = {"event_id": event.event_id, "reason": event.reason, "detail": event.detail,
+            "deadline": event.deadline, "deadline_utc": _iso(event.deadline), "written_at": now}
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".event.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(body, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+        os.chmod(tmp, 0o644)  # jobs run as their own users and must read it
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class Pipeline:
+    """Runs an event's steps against ``events`` (event id -> record, part of
+    the daemon's state); ``save()`` persists that state after each step."""
+
+    def __init__(self, config: ActionConfig, events: dict, save, run=subprocess.run, clock=time.time,
+                 sleep=time.sleep):
+        self.config = config
+        self.events = events
+        self.save = save
+        self.run = run
+        self.clock = clock
+        self.sleep = sleep
+
+    def handle(self, event: Event) -> dict:
+        record = self.events.setdefault(event.event_id, {
+            "reason": event.reason, "detail": event.detail, "deadline": event.deadline, "seen_at": self.clock()})
+        for step in STEPS:
+            if step in record:
+                continue
+            if step == "hook" and "hook_started" in record:
+                record["hook"] = {"landed": False, "rc": None,
+                                  "detail": "the guard stopped while the hook ran; not run again"}
+            else:
+                record[step] = getattr(self, "_" + step)(event, record)
+            self.save()
+        return record
+
+    def _marker(self, event: Event, _record: dict) -> dict:
+        write_marker(self.config.marker_path, event, self.clock())
+        return {"path": self.config.marker_path, "at": self.clock()}
+
+    def _command(self, argv, timeout: float | None = None) -> tuple[int | None, str]:
+        try:
+            done = self.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return None, f"timed out after {timeout:.0f} s"
+        except OSError as error:
+            return None, str(error)
+        return done.returncode, (done.stderr or done.stdout or "").strip()[-500:]
+
+    def _signal(self, _event: Event, _record: dict) -> dict:
+        sent = {}
+        for unit in self.config.job_units:
+            rc, out = self._command(["systemctl", "kill", f"--signal={self.config.signal}", "--kill-whom=main", unit], 30)
+            sent[f"unit:{unit}"] = {"rc": rc, "detail": out}
+        for name in self.config.job_containers:
+            rc, out = self._command(["docker", "kill", f"--signal={self.config.signal}", name], 30)
+            sent[f"container:{name}"] = {"rc": rc, "detail": out}
+        return {"signal": self.config.signal, "targets": sent, "at": self.clock()}
+
+    def _hook(self, event: Event, record: dict) -> dict:
+        if not self.config.hook:
+            # No hook: whether the job's own checkpoint landed is not known here.
+            return {"landed": None, "rc": None, "detail": "no checkpoint hook configured"}
+        left = event.deadline - self.clock() - self.config.hook_margin_seconds
+        if left <= 0:
+            return {"landed": False, "rc": None, "detail": "no time left before the deadline; the hook did not run"}
+        record["hook_started"] = self.clock()
+        self.save()
+        rc, out = self._command(self.config.hook, left)
+        finished = self.clock()
+        landed = rc == 0 and finished <= event.deadline
+        return {"landed": landed, "rc": rc, "detail": out, "finished_at": finished}
+
+    def _final(self, _event: Event, _record: dict) -> dict:
+        action = self.config.final_action
+        if action == "none":
+            return {"action": "none", "detail": "notify only"}
+        argv = ["systemctl", "poweroff"] if action == "poweroff" else list(self.config.stop_command)
+        attempts = []
+        for attempt in range(self.config.stop_attempts):
+            rc, out = self._command(argv, 120)
+            attempts.append({"rc": rc, "detail": out, "at": self.clock()})
+            if rc == 0:
+                return {"action": action, "ok": True, "attempts": attempts}
+            if attempt + 1 < self.config.stop_attempts:
+                self.sleep(self.config.stop_backoff_seconds * 2**attempt)
+        return {"action": action, "ok": False, "attempts": attempts}

@@ -1,0 +1,40 @@
+"""Bad inputs to gpufleet.cloud.guard fail before anything changes: the run
+fails, the message names the bad variable, no task changed, and the daemon
+and its service are not on the node."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.roles.bad_input import bad_input_test
+
+pytestmark = pytest.mark.lab
+
+CASES = {
+    # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
+    # variable fails once gpufleet_strict_inputs is on, naming the option meant.
+    "misspelt variable, strict": (
+        {"guard_idle_window_minute": 30, "gpufleet_strict_inputs": True},
+        "guard_idle_window_minute",
+        "did you mean guard_idle_window_minutes?",
+    ),
+    "string for a list": ({"guard_job_units": "train.service"}, "guard_job_units", "expected a list"),
+    "spot without a cloud": ({"guard_spot": True, "guard_cloud": ""}, "guard_cloud"),
+    "unknown final action": ({"guard_final_action": "terminate"}, "guard_final_action"),
+    "stop without its command": ({"guard_final_action": "stop"}, "guard_stop_command"),
+    "a signal that leaves no time": ({"guard_signal": "SIGKILL"}, "guard_signal"),
+    "threshold above 100 %": ({"guard_idle_threshold_percent": 150}, "guard_idle_threshold_percent"),
+    "price not a number": ({"guard_price_per_hour": "cheap"}, "guard_price_per_hour"),
+    "negative cap": ({"guard_node_cap": -5}, "guard_node_cap"),
+    "job cap without the job's unit": ({"guard_job_cap": 50}, "guard_budget_job_unit"),
+    "relative marker path": ({"guard_marker_path": "event.json"}, "guard_marker_path"),
+    "poll of zero seconds": ({"guard_poll_seconds": 0}, "guard_poll_seconds"),
+}
+
+
+test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
+    "gpufleet.cloud.guard",
+    CASES,
+    files=["/usr/local/lib/gpufleet/guard/gpufleet_guard.py", "/etc/systemd/system/gpufleet-guard.service"],
+    packages=[],
+)

@@ -1,0 +1,119 @@
+"""`gpufleet guard status`: each node's row from what the playbook read
+(a metrics file, none, an unreachable node, a file that does not parse),
+unknown shown as unknown, and the exit bitmask."""
+
+from __future__ import annotations
+
+import base64
+import json
+from argparse import Namespace
+
+import pytest
+
+from gpufleet.guard import _command
+from gpufleet.guard._status import NO_GUARD, REPORTING, UNREACHABLE, UNREADABLE, from_metrics, parse
+
+METRICS = """\
+# HELP gpufleet_guard_spot_state The spot notice as last read.
+# TYPE gpufleet_guard_spot_state gauge
+gpufleet_guard_spot_state{cloud="tencent",state="notice"} 1
+gpufleet_guard_spot_state{cloud="tencent",state="clear"} 0
+gpufleet_guard_spot_deadline_timestamp_seconds{cloud="tencent"} 1000120.0
+gpufleet_guard_idle_seconds 0.0
+gpufleet_guard_idle_armed 1
+gpufleet_guard_idle_window_seconds 3600.0
+gpufleet_guard_budget_state{state="ok"} 0
+gpufleet_guard_budget_state{state="alarm"} 1
+gpufleet_guard_spend{scope="node"} 320.5
+gpufleet_guard_spend{scope="job"} NaN
+gpufleet_guard_spend_cap{scope="node"} 400.0
+gpufleet_guard_spend_cap{scope="job"} NaN
+gpufleet_guard_last_event_timestamp_seconds{reason="spot",action="none"} 1000001.0
+gpufleet_guard_checkpoint_landed{reason="spot"} 0
+gpufleet_guard_last_poll_timestamp_seconds 1000000.0
+"""
+# A node with no price, no events and a metadata service it cannot read.
+BLIND = """\
+gpufleet_guard_spot_state{cloud="aws",state="unknown"} 1
+gpufleet_guard_spot_deadline_timestamp_seconds{cloud="aws"} NaN
+gpufleet_guard_budget_state{state="unknown"} 1
+gpufleet_guard_spend{scope="node"} NaN
+gpufleet_guard_spend_cap{scope="node"} NaN
+gpufleet_guard_last_poll_timestamp_seconds 999990.0
+"""
+
+
+def ok(host, text):
+    content = base64.b64encode(text.encode()).decode()
+    return {"event": "runner_on_ok", "event_data": {"host": host, "task": _command.TASK, "res": {"content": content}}}
+
+
+EVENTS = [
+    {"event": "playbook_on_task_start", "event_data": {"task": _command.TASK}},
+    ok("gpu-a", METRICS),
+    ok("gpu-b", BLIND),
+    {"event": "runner_on_ok", "event_data": {"host": "cpu-c", "task": _command.TASK,
+                                             "res": {"msg": "file not found: /var/lib/prometheus/node-exporter/gpufleet_guard.prom"}}},
+    {"event": "runner_on_unreachable", "event_data": {"host": "gpu-d", "res": {"msg": "ssh: connect to host 10.0.0.4 port 22: No route"}}},
+    ok("gpu-e", "gpufleet_guard_spend {scope=node} lots\n"),
+]
+
+
+@pytest.fixture
+def fleet(monkeypatch):
+    def run_playbook(root, playbook, inventory, extra_env, cmdline, limit, tags, quiet, on_event=None):
+        assert playbook == "playbooks/guard_status.yml" and cmdline == "" and tags is None
+        for event in EVENTS:
+            on_event(event)
+        return 2, "failed"
+
+    monkeypatch.setattr(_command._ansible, "run_playbook", run_playbook)
+
+
+def test_every_kind_of_node_gets_its_row(fleet, tmp_path):
+    nodes, rc, _status = _command.collect(tmp_path, "inv", None, True)
+    assert rc == 2
+    assert [(n.host, n.state) for n in nodes] == [("cpu-c", NO_GUARD), ("gpu-a", REPORTING), ("gpu-b", REPORTING),
+                                                  ("gpu-d", UNREACHABLE), ("gpu-e", UNREADABLE)]
+    assert "file not found" in nodes[0].detail and "No route" in nodes[3].detail
+    assert _command.exit_code(nodes) == 4 | 8
+
+
+def test_the_metrics_are_read_and_nan_is_unknown():
+    node = from_metrics("gpu-a", METRICS)
+    assert (node.cloud, node.spot, node.spot_deadline) == ("tencent", "notice", 1000120.0)
+    assert (node.budget, node.spend, node.spend_cap, node.job_spend, node.job_spend_cap) == ("alarm", 320.5, 400.0, None, None)
+    assert (node.last_event, node.last_action, node.checkpoint_landed) == ("spot", "none", False)
+    blind = from_metrics("gpu-b", BLIND)
+    assert (blind.spot, blind.spot_deadline, blind.budget, blind.spend) == ("unknown", None, "unknown", None)
+    assert blind.idle_seconds is None and blind.last_event is None
+
+
+def test_the_table_says_unknown_and_never_zero():
+    text = _command.table([from_metrics("gpu-a", METRICS), from_metrics("gpu-b", BLIND)], now=1000000.0)
+    lines = text.splitlines()
+    assert lines[0].split() == ["host", "guard", "spot", "idle", "spend", "/", "cap", "last", "event"]
+    assert "notice in 2m00s (tencent)" in lines[1] and "320.50 / 400.00 alarm" in lines[1]
+    assert "spot -> none, checkpoint NOT landed" in lines[1]
+    assert "unknown (aws)" in lines[2] and "unknown / unknown unknown" in lines[2] and "polled 0m10s ago" in lines[2]
+    assert " 0.00 " not in text
+
+
+def test_json_and_the_exit_code(fleet, tmp_path, capsys):
+    args = Namespace(inventory="inv", limit=None, quiet=True, format="json")
+    assert _command.run(tmp_path, args) == 12
+    out = json.loads(capsys.readouterr().out)
+    assert out["exit_code"] == 12 and [n["host"] for n in out["nodes"]][:2] == ["cpu-c", "gpu-a"]
+    assert out["nodes"][2]["spend"] is None  # gpu-b: unknown is null, not 0
+
+
+def test_no_node_answering_is_an_error_that_says_what_to_check(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(_command._ansible, "run_playbook", lambda *a, **k: (1, "failed"))
+    args = Namespace(inventory="inventories/nowhere", limit=None, quiet=True, format="table")
+    assert _command.run(tmp_path, args) == 4
+    assert "ansible-inventory -i inventories/nowhere --graph" in capsys.readouterr().err
+
+
+def test_a_line_that_is_not_a_sample_is_refused_by_number():
+    with pytest.raises(ValueError, match="line 2"):
+        parse("gpufleet_guard_idle_seconds 1.0\nnot a sample at all\n")

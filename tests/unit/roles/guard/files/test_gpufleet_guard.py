@@ -1,0 +1,244 @@
+"""The guard daemon end to end on this machine: configuration errors by
+name, a poll against the loopback metadata service with stand-ins for the
+node's reads, events handled once across restarts, and the metrics it
+writes, where unknown is NaN and never 0."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+
+from tests.emulators.instance_metadata import Metadata, running
+
+from ...conftest import load_helper
+from .fakes import Clock
+
+load_helper("guard", "gpufleet_guard_notice.py", "gpufleet_guard_notice")
+load_helper("guard", "gpufleet_guard_probes.py", "gpufleet_guard_probes")
+load_helper("guard", "gpufleet_guard_triggers.py", "gpufleet_guard_triggers")
+load_helper("guard", "gpufleet_guard_actions.py", "gpufleet_guard_actions")
+guard = load_helper("guard", "gpufleet_guard.py", "gpufleet_guard")
+
+NOTICE = json.dumps({"action": "terminate", "time": "2026-12-03T04:05:33Z"})
+DEADLINE = datetime.datetime(2026, 12, 3, 4, 5, 33, tzinfo=datetime.timezone.utc).timestamp()
+
+
+class Node:
+    """The node's reads, as the test sets them."""
+
+    def __init__(self):
+        self.boot_value = ("boot-1", 100.0)
+        self.utilization = [0.0, 0.0]
+        self.units = {}
+        self.ssh = False
+        self.job = None
+
+    def boot(self):
+        return self.boot_value
+
+    def unit_active(self, unit):
+        return self.units.get(unit, False)
+
+    def ssh_sessions(self):
+        return self.ssh
+
+    def file_touched(self, path, within, now):
+        return False
+
+    def gpu_utilization(self, nvidia_smi):
+        return self.utilization
+
+    def job_seconds(self, unit):
+        return self.job
+
+
+class Commands:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, argv, **kwargs):
+        import subprocess
+
+        self.calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+
+def config_file(tmp_path, **changes):
+    raw = {
+        "cloud": "aws", "spot": True, "metadata_endpoint": None, "poll_seconds": 5,
+        "idle": {"enabled": True, "threshold_percent": 10, "window_seconds": 600, "grace_seconds": 1800,
+                 "units": ["train.service"], "ssh": True, "activity_file": ""},
+        "budget": {"price_per_hour": None, "node_cap": None, "job_cap": None, "alarm_ratio": 0.8, "job_unit": ""},
+        "actions": {"marker_path": str(tmp_path / "run" / "event.json"), "job_units": ["train.service"],
+                    "checkpoint_seconds": 300, "final_action": "none"},
+        "state_path": str(tmp_path / "state" / "state.json"), "textfile_dir": str(tmp_path / "textfile"),
+        "nvidia_smi": "/usr/bin/nvidia-smi",
+    }
+    for key, value in changes.items():
+        if isinstance(value, dict):
+            raw[key] = {**raw[key], **value}
+        else:
+            raw[key] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    return str(path)
+
+
+def metrics(tmp_path):
+    return (tmp_path / "textfile" / "gpufleet_guard.prom").read_text()
+
+
+def make(tmp_path, url=None, clock=None, node=None, commands=None, **changes):
+    config = guard.load_config(config_file(tmp_path, metadata_endpoint=url, **changes))
+    return guard.Guard(config, clock=clock or Clock(), read=node or Node(), pipeline_run=commands or Commands())
+
+
+def test_a_spot_notice_is_acted_on_once_even_across_a_restart(tmp_path):
+    meta = Metadata("aws")
+    meta.notice = NOTICE
+    commands, node, clock = Commands(), Node(), Clock()
+    node.utilization = [90.0, 85.0]
+    with running(meta) as url:
+        first = make(tmp_path, url, clock, node, commands).poll()
+        clock.now += 5
+        make(tmp_path, url, clock, node, commands).poll()  # a restarted daemon, same notice
+    assert [e.reason for e in first["events"]] == ["spot"]
+    assert commands.calls == [["systemctl", "kill", "--signal=SIGTERM", "--kill-whom=main", "train.service"]]
+    marker = json.loads((tmp_path / "run" / "event.json").read_text())
+    assert marker["reason"] == "spot" and marker["deadline_utc"] == "2026-12-03T04:05:33Z"
+    text = metrics(tmp_path)
+    assert 'gpufleet_guard_spot_state{cloud="aws",state="notice"} 1' in text
+    assert f'gpufleet_guard_spot_deadline_timestamp_seconds{{cloud="aws"}} {DEADLINE!r}' in text
+    assert 'gpufleet_guard_last_event_timestamp_seconds{reason="spot",action="none"}' in text
+    assert 'gpufleet_guard_checkpoint_landed{reason="spot"} NaN' in text  # no hook: unknown, not 0 or 1
+
+
+@pytest.mark.parametrize("fault", ["500", "garbage", "drop"])
+def test_a_metadata_service_that_fails_is_reported_unknown_and_does_nothing(tmp_path, fault):
+    meta = Metadata("aws")
+    meta.notice, meta.fault = NOTICE, fault
+    commands = Commands()
+    with running(meta) as url:
+        result = make(tmp_path, url, commands=commands).poll()
+    assert result["events"] == [] and commands.calls == []
+    text = metrics(tmp_path)
+    assert 'gpufleet_guard_spot_state{cloud="aws",state="unknown"} 1' in text
+    assert 'gpufleet_guard_spot_deadline_timestamp_seconds{cloud="aws"} NaN' in text
+
+
+def test_idle_gpus_for_the_window_act_once_with_the_checkpoint_time(tmp_path):
+    clock, node, commands = Clock(), Node(), Commands()
+    node.utilization = [95.0, 99.0]
+    daemon = make(tmp_path, clock=clock, node=node, commands=commands, spot=False)
+    daemon.poll()
+    node.utilization = [1.0, 0.0]
+    for _poll in range(0, 660, 60):  # the first quiet poll starts the spell
+        clock.now += 60
+        result = daemon.poll()
+    assert [e.reason for e in result["events"]] == ["idle"]
+    assert result["events"][0].deadline == clock.now + 300
+    clock.now += 60
+    daemon.poll()
+    assert len(commands.calls) == 1, "the same idle spell is one event"
+    assert "gpufleet_guard_idle_seconds 660.0" in metrics(tmp_path)
+    # Activity ends the spell; a new one is a new event.
+    node.units["train.service"] = True
+    clock.now += 60
+    daemon.poll()
+    node.units["train.service"] = False
+    for _poll in range(0, 660, 60):
+        clock.now += 60
+        daemon.poll()
+    assert len(commands.calls) == 2
+
+
+def test_utilization_that_cannot_be_read_never_stops_an_idle_node(tmp_path):
+    clock, node, commands = Clock(), Node(), Commands()
+    node.utilization, node.boot_value = None, ("boot-1", 10**6)  # long past the grace period
+    daemon = make(tmp_path, clock=clock, node=node, commands=commands, spot=False)
+    for _poll in range(200):
+        clock.now += 60
+        assert daemon.poll()["events"] == []
+    assert commands.calls == [] and "gpufleet_guard_idle_seconds 0.0" in metrics(tmp_path)
+
+
+def test_the_spend_cap_counts_every_boot_and_survives_a_restart(tmp_path):
+    clock, node, commands = Clock(), Node(), Commands()
+    budget = {"price_per_hour": 3.6, "node_cap": 10.0}
+    node.boot_value = ("boot-1", 6000.0)  # 6.00 spent
+    make(tmp_path, clock=clock, node=node, commands=commands, spot=False, budget=budget).poll()
+    assert 'gpufleet_guard_spend{scope="node"} 6.0' in metrics(tmp_path)
+    node.boot_value = ("boot-2", 2000.0)  # stopped, started again: 8.00, past the 80 % alarm
+    result = make(tmp_path, clock=clock, node=node, commands=commands, spot=False, budget=budget).poll()
+    assert result["budget"].state == "alarm" and result["events"] == []
+    assert 'gpufleet_guard_budget_state{state="alarm"} 1' in metrics(tmp_path)
+    node.boot_value = ("boot-2", 4000.0)  # 10.00: the cap
+    result = make(tmp_path, clock=clock, node=node, commands=commands, spot=False, budget=budget).poll()
+    assert [e.reason for e in result["events"]] == ["budget"] and len(commands.calls) == 1
+    node.boot_value = ("boot-2", 4100.0)
+    make(tmp_path, clock=clock, node=node, commands=commands, spot=False, budget=budget).poll()
+    assert len(commands.calls) == 1, "the cap is one event"
+
+
+def test_no_price_leaves_the_spend_unknown_not_zero(tmp_path):
+    make(tmp_path, spot=False).poll()
+    text = metrics(tmp_path)
+    assert 'gpufleet_guard_budget_state{state="unknown"} 1' in text
+    assert 'gpufleet_guard_spend{scope="node"} NaN' in text
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"cloud": "gcp"}, "spot is on, so cloud must be one of aliyun, aws, huawei, tencent, not 'gcp'"),
+    ({"state_path": None}, "state_path"),
+    ({"actions": {"final_action": "terminate"}}, "final_action must be one of none, stop, poweroff"),
+    ({"poll_seconds": 0}, "poll_seconds must be above 0"),
+    ({"idle": {"threshold_percent": "ten"}}, "could not convert string to float: 'ten'"),
+])
+def test_a_bad_configuration_fails_by_name_before_any_poll(tmp_path, changes, message, capsys):
+    path = config_file(tmp_path, **changes)
+    if changes.get("state_path", 1) is None:
+        raw = json.loads(open(path).read())
+        del raw["state_path"]
+        open(path, "w").write(json.dumps(raw))
+    assert guard.main(["--config", path, "--once"]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "textfile").exists()
+
+
+def test_once_with_the_real_probes_on_this_machine(tmp_path, fake_nvidia_smi, capsys):
+    # The real reads of /proc and a stand-in nvidia-smi: two quiet GPUs.
+    meta = Metadata("tencent")
+    smi = fake_nvidia_smi([{"utilization.gpu": 3}, {"utilization.gpu": "[N/A]"}])
+    with running(meta) as url:
+        path = config_file(tmp_path, cloud="tencent", metadata_endpoint=url, nvidia_smi=smi,
+                           idle={"units": [], "ssh": False})
+        assert guard.main(["--config", path, "--once"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["spot"]["state"] == "clear" and result["boot_known"] is True
+    assert "unknown" in result["idle"]["reason"]  # one GPU said [N/A]
+
+
+def test_a_node_that_is_not_spot_needs_no_cloud_and_says_so(tmp_path):
+    result = make(tmp_path, spot=False, cloud="").poll()
+    assert result["spot"].state == "off" and result["events"] == []
+    assert 'gpufleet_guard_spot_state{cloud="",state="off"} 1' in metrics(tmp_path)
+
+
+def test_gpufleet_guard_status_reads_what_the_daemon_writes(tmp_path):
+    # The contract between the daemon's metrics and the CLI's fleet view.
+    from gpufleet.guard._status import REPORTING, from_metrics
+
+    meta = Metadata("aws")
+    meta.notice = NOTICE
+    node, clock = Node(), Clock()
+    with running(meta) as url:
+        make(tmp_path, url, clock, node, budget={"price_per_hour": 3.6, "node_cap": 10.0}).poll()
+    seen = from_metrics("n1", metrics(tmp_path))
+    assert seen.state == REPORTING and (seen.cloud, seen.spot, seen.spot_deadline) == ("aws", "notice", DEADLINE)
+    assert (seen.idle_seconds, seen.idle_window_seconds, seen.idle_armed) == (0.0, 600.0, False)
+    assert (seen.budget, seen.spend, seen.spend_cap) == ("ok", 0.1, 10.0)
+    assert (seen.job_spend, seen.job_spend_cap) == (None, None)
+    assert (seen.last_event, seen.last_action, seen.checkpoint_landed) == ("spot", "none", None)
+    assert seen.last_poll_at == clock.now

@@ -33,6 +33,7 @@ SECURITY = "gpufleet.cloud.security : "
 NVIDIA_PACKAGES = "gpufleet.cloud._nvidia_packages : "
 BACKUP = "gpufleet.cloud.backup : "
 NODE_HEALTH = "gpufleet.cloud.node_health : "
+GUARD = "gpufleet.cloud.guard : "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +95,8 @@ MUTATIONS = (
              (BASELINE + "Set memlock and nofile limits for login sessions",)),
     Mutation(GPU_NODE, "service state", ("systemctl", "stop", "prometheus-node-exporter"),
              (MONITORING + "Enable and start node_exporter",)),
+    Mutation(GPU_NODE, "service state", ("systemctl", "stop", "gpufleet-guard"),
+             (GUARD + "Enable and start the guard",)),
     # A hole made in the running firewall: the file and the table's comment
     # stay as the role wrote them.
     Mutation(GPU_NODE, "kernel firewall",
@@ -146,6 +149,15 @@ MUTATIONS = (
              sh("cp /etc/chrony/chrony.conf /tmp/chrony.conf && echo 'server 127.0.0.8 iburst' >> /etc/chrony/chrony.conf"
                 " && systemctl restart chrony && sleep 1 && cat /tmp/chrony.conf > /etc/chrony/chrony.conf"),
              (BASELINE + "Check that chrony runs its current configuration",), "/etc/chrony/chrony.conf"),
+    Mutation(PLAIN_NODE, "running configuration",
+             # The guard restarted by hand with another interpreter flag,
+             # from a runtime drop-in that is gone again.
+             sh("d=/run/systemd/system/gpufleet-guard.service.d && mkdir -p $d"
+                " && printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/python3 -X dev"
+                " /usr/local/lib/gpufleet/guard/gpufleet_guard.py --config /etc/gpufleet/guard/config.json\\n'"
+                " > $d/by-hand.conf && systemctl daemon-reload && systemctl restart gpufleet-guard"
+                " && rm $d/by-hand.conf && systemctl daemon-reload"),
+             (GUARD + "Check that the guard runs its current code and configuration",), "-X"),
     Mutation(PLAIN_NODE, "package", ("apt-get", "remove", "-y", "-qq", "numactl"), (BASELINE + "Install base packages",)),
     # The running firewall's chain opened by its policy, not by a rule.
     Mutation(PLAIN_NODE, "kernel firewall", ("nft", "chain", "inet", "gpufleet", "input", "{ policy accept ; }"),

@@ -116,6 +116,19 @@ class Backup:
         result = self.run(["restic", "--no-cache"] + self.cfg.get("restic_options", []) + ["cat", "config"])
         if result.returncode == 0:
             return False
+        said = (result.stderr or result.stdout).strip()
+        # Only a repository that restic says is not there is created. A
+        # wrong password, the network or the store failing is not "missing":
+        # init would fail on an existing repository, and check mode would
+        # report one to create. restic 0.17 and later exit 10 and 12;
+        # Debian 12's 0.14 exits 1 with the same messages.
+        if result.returncode == 12 or "wrong password or no key found" in said:
+            raise BackupError("the repository exists, but its password does not open it (%s): set backup_password"
+                              " or backup_password_kms to the one it was created with, or point"
+                              " backup_repository_prefix at a new repository" % said)
+        if result.returncode != 10 and "Is there a repository at the following location?" not in said:
+            raise BackupError("cannot tell whether the repository exists: restic cat config failed (%d): %s"
+                              % (result.returncode, said))
         if not check:
             self.restic("init")
         return True

@@ -16,10 +16,17 @@ from ...conftest import load_helper
 backup = load_helper("backup", "gpufleet_backup.py", "gpufleet_backup")
 
 
+# What restic says when `cat config` finds no repository (0.18: exit 10;
+# Debian 12's 0.14: exit 1, the same hint), as run on both releases.
+MISSING = ("Fatal: repository does not exist: unable to open config file: stat /r/config: no such file or directory\n"
+           "Is there a repository at the following location?\n/r")
+
+
 class Restic:
-    def __init__(self, fail=(), snapshots=3, listing=None):
+    def __init__(self, fail=(), snapshots=3, listing=None, rc=1, stderr="boom"):
         self.calls = []
         self.fail = fail
+        self.rc, self.stderr = rc, stderr
         self.snapshots = snapshots
         self.listing = listing or []
 
@@ -28,12 +35,12 @@ class Restic:
         joined = " ".join(argv)
         rc, out = 0, ""
         if any(word in joined for word in self.fail):
-            rc = 1
+            rc = self.rc
         elif " snapshots --json" in joined:
             out = json.dumps([{"id": str(i)} for i in range(self.snapshots)])
         elif " ls --json" in joined:
             out = "\n".join(json.dumps(n) for n in self.listing)
-        return subprocess.CompletedProcess(argv, rc, out, "boom" if rc else "")
+        return subprocess.CompletedProcess(argv, rc, out, self.stderr if rc else "")
 
 
 @pytest.fixture(autouse=True)
@@ -91,15 +98,33 @@ def test_prune_applies_the_retention_policy(tmp_path):
     assert "--keep-weekly" not in forget
 
 
-def test_init_creates_only_a_missing_repository(tmp_path):
+@pytest.mark.parametrize("rc", [10, 1], ids=["restic 0.18", "restic 0.14"])
+def test_init_creates_only_a_missing_repository(tmp_path, rc):
     assert backup.Backup(settings(tmp_path), run=Restic()).init() is False
-    restic = Restic(fail=("cat config",))
+    restic = Restic(fail=("cat config",), rc=rc, stderr=MISSING)
     assert backup.Backup(settings(tmp_path), run=restic).init() is True
     assert any("init" in c for c in restic.calls)
 
 
+@pytest.mark.parametrize("rc, stderr, says", [
+    (12, "Fatal: wrong password or no key found", "its password does not open it"),
+    (1, "Fatal: wrong password or no key found", "its password does not open it"),
+    (1, "Fatal: unable to open config file: Stat: dial tcp 10.0.2.2:9000: connect: connection refused",
+     "cannot tell whether the repository exists"),
+    (1, "Fatal: unable to open config file: Stat: SlowDown: Please reduce your request rate.",
+     "cannot tell whether the repository exists"),
+    (1, "", "cannot tell whether the repository exists"),
+], ids=["wrong password (0.18)", "wrong password (0.14)", "store unreachable", "throttled", "says nothing"])
+@pytest.mark.parametrize("check", [False, True], ids=["run", "check mode"])
+def test_init_never_takes_an_unreadable_repository_for_a_missing_one(tmp_path, rc, stderr, says, check):
+    restic = Restic(fail=("cat config",), rc=rc, stderr=stderr)
+    with pytest.raises(backup.BackupError, match=says):
+        backup.Backup(settings(tmp_path), run=restic).init(check=check)
+    assert not any("init" in c for c in restic.calls), restic.calls
+
+
 def test_init_check_asks_without_creating(tmp_path, capsys):
-    restic = Restic(fail=("cat config",))
+    restic = Restic(fail=("cat config",), stderr=MISSING)
     assert backup.main(["init", "--check"], factory=lambda: backup.Backup(settings(tmp_path), run=restic)) == 0
     assert json.loads(capsys.readouterr().out) == {"changed": True}
     assert not any("init" in c for c in restic.calls), restic.calls

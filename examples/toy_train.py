@@ -109,7 +109,7 @@ def train_step(state: dict, rate: float) -> float:
     rng = random.Random(state["step"])
     grad_slope = grad_intercept = loss = 0.0
     batch = 16
-    for _ in range(batch):
+    for _sample in range(batch):
         x = rng.uniform(-1.0, 1.0)
         y = TRUE_SLOPE * x + TRUE_INTERCEPT + rng.gauss(0.0, 0.1)
         error = state["slope"] * x + state["intercept"] - y

@@ -170,10 +170,13 @@ def _body(cert_path: str) -> str:
     return "\n".join(lines[:3])
 
 
-def apply_role(name: str, role: str, variables: dict, *extra: str, env: dict[str, str] | None = None):
-    """Run one role on the node; returns (returncode, output, recap of the node).
-    ``env`` adds to ansible-playbook's environment."""
-    play = f"- hosts: all\n  gather_facts: true\n  roles:\n    - {role}\n"
+def apply_role(name: str, role: str | tuple[str, ...], variables: dict, *extra: str,
+               env: dict[str, str] | None = None):
+    """Run one role (or several, in one play) on the node; returns
+    (returncode, output, recap of the node). ``env`` adds to
+    ansible-playbook's environment."""
+    roles = (role,) if isinstance(role, str) else role
+    play = "- hosts: all\n  gather_facts: true\n  roles:\n" + "".join(f"    - {r}\n" for r in roles)
     path = f"/tmp/{name}-{uuid.uuid4().hex[:6]}.yml"
     with open(path, "w") as handle:
         handle.write(play)

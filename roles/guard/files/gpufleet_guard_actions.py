@@ -6,7 +6,9 @@ idle for the window, a spend cap reached):
 1. write the marker file, JSON with the reason and the deadline, for jobs
    that look for a flag between steps;
 2. send the configured signal to the job's units and containers;
-3. run the checkpoint hook, if any, within the time left;
+3. run the checkpoint hook, if any, within the time left; after SIGTERM or
+   SIGINT, once the job has ended (it saves its checkpoint on the way out),
+   or after half the time left if it has not;
 4. record whether the checkpoint landed before the deadline;
 5. take the final action: nothing (the default), the cloud's stop call
    (a command, retried with backoff; stopping a stopped instance is not an
@@ -30,6 +32,9 @@ import tempfile
 import time
 
 FINAL_ACTIONS = ("none", "stop", "poweroff")
+# The signals after which a job ends (SIGUSR1 and SIGUSR2 ask it to save
+# and go on): the hook waits for the job to end after these.
+STOPPING_SIGNALS = ("SIGTERM", "SIGINT")
 STEPS = ("marker", "signal", "hook", "final")
 
 
@@ -143,12 +148,44 @@ class Pipeline:
         left = event.deadline - self.clock() - self.config.hook_margin_seconds
         if left <= 0:
             return {"landed": False, "rc": None, "detail": "no time left before the deadline; the hook did not run"}
+        # A job told to stop saves its checkpoint on the way out: the hook
+        # must copy that one, not the one before. It waits for the job to
+        # end, for half the time left at most, so a job that hangs still
+        # leaves the hook time to copy its last checkpoint.
+        job = self._wait_for_job(left / 2) if self.config.signal in STOPPING_SIGNALS else None
+        left = event.deadline - self.clock() - self.config.hook_margin_seconds
         record["hook_started"] = self.clock()
         self.save()
         rc, out = self._command(self.config.hook, left)
         finished = self.clock()
         landed = rc == 0 and finished <= event.deadline
-        return {"landed": landed, "rc": rc, "detail": out, "finished_at": finished}
+        result = {"landed": landed, "rc": rc, "detail": out, "finished_at": finished}
+        if job is not None:
+            result["job"] = job
+        return result
+
+    def _running(self) -> list[str]:
+        """The job's units and containers that still run. One whose state
+        cannot be read counts as running: the wait then ends at its limit,
+        never early."""
+        running = []
+        for unit in self.config.job_units:
+            rc, out = self._command(["systemctl", "is-active", unit], 10)
+            if rc != 3 and out.strip() not in ("inactive", "failed"):
+                running.append(f"unit:{unit}")
+        for name in self.config.job_containers:
+            rc, out = self._command(["docker", "inspect", "--format", "{{.State.Running}}", name], 10)
+            if not (rc == 0 and out.strip() == "false"):
+                running.append(f"container:{name}")
+        return running
+
+    def _wait_for_job(self, limit: float) -> dict:
+        started = self.clock()
+        running = self._running()
+        while running and self.clock() - started < limit:
+            self.sleep(1.0)
+            running = self._running()
+        return {"stopped": not running, "still_running": running, "waited_seconds": round(self.clock() - started, 1)}
 
     def _final(self, _event: Event, _record: dict) -> dict:
         action = self.config.final_action

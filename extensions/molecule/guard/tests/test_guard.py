@@ -15,21 +15,12 @@ from pathlib import Path
 
 from conftest import assert_file, assert_unit_running, project_dir
 
+from tests.waiting import wait_for
+
 LIBEXEC = "/usr/local/lib/gpufleet/guard"
 METRICS = "/var/lib/prometheus/node-exporter/gpufleet_guard.prom"
 MARKER = "/run/gpufleet-guard/event.json"
 STATE = "/var/lib/gpufleet/guard/state.json"
-
-
-def wait_for(host, check, what, seconds=60):
-    """Poll a condition on the node until it holds or the deadline passes."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.5)
-    raise AssertionError(f"{host.backend.hostname}: {what} within {seconds} s")
 
 
 def metric_lines(host):
@@ -53,7 +44,7 @@ def test_the_daemon_and_its_configuration(host):
 
 
 def test_the_metrics_say_what_the_guard_read(host):
-    wait_for(host, lambda: any(line.startswith("gpufleet_guard_last_poll") for line in metric_lines(host)),
+    wait_for(lambda: any(line.startswith("gpufleet_guard_last_poll") for line in metric_lines(host)),
              "the guard wrote its metrics")
     lines = metric_lines(host)
     assert 'gpufleet_guard_spot_state{cloud="aws",state="clear"} 1' in lines
@@ -73,14 +64,14 @@ def test_a_spot_notice_signals_the_job_checkpoints_once_and_survives_a_restart(h
     host.run_test("systemctl start gft-train.service")
     try:
         host.run_test("printf '%%s' %s > /run/gft-notice", notice)
-        marker = json.loads(wait_for(host, lambda: host.file(MARKER).exists and host.file(MARKER).content_string,
+        marker = json.loads(wait_for(lambda: host.file(MARKER).exists and host.file(MARKER).content_string,
                                      "the marker file appeared"))
         assert marker["reason"] == "spot" and marker["deadline_utc"] == deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
-        assert wait_for(host, lambda: host.file("/var/lib/gft-train/signals").exists,
+        assert wait_for(lambda: host.file("/var/lib/gft-train/signals").exists,
                         "the job got its signal")
         assert host.file("/var/lib/gft-train/signals").content_string == "SIGTERM\n"
-        wait_for(host, lambda: host.file("/var/lib/gft-train/checkpoints").exists, "the checkpoint hook ran")
-        wait_for(host, lambda: 'gpufleet_guard_checkpoint_landed{reason="spot"} 1' in metric_lines(host),
+        wait_for(lambda: host.file("/var/lib/gft-train/checkpoints").exists, "the checkpoint hook ran")
+        wait_for(lambda: 'gpufleet_guard_checkpoint_landed{reason="spot"} 1' in metric_lines(host),
                  "the metrics say the checkpoint landed")
         state = json.loads(host.file(STATE).content_string)
         (record,) = [r for r in state["events"].values() if r["reason"] == "spot"]
@@ -92,7 +83,7 @@ def test_a_spot_notice_signals_the_job_checkpoints_once_and_survives_a_restart(h
         host.run_test("systemctl start gft-train.service")
         host.run_test("systemctl restart gpufleet-guard.service")
         polled = metric_lines(host)
-        wait_for(host, lambda: metric_lines(host) != polled, "the restarted guard polled", 30)
+        wait_for(lambda: metric_lines(host) != polled, "the restarted guard polled", 30)
         time.sleep(3)  # three more polls at guard_poll_seconds 1
         assert not host.file("/var/lib/gft-train/signals").exists
         assert len(host.file("/var/lib/gft-train/checkpoints").content_string.split()) == 1

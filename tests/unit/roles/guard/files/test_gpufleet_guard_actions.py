@@ -180,3 +180,74 @@ def test_a_real_hook_past_its_time_is_cut_off(tmp_path):
 def test_bad_configuration_is_refused_by_name(tmp_path, config, message):
     with pytest.raises(ValueError, match=message):
         actions.ActionConfig(marker_path=str(tmp_path / "event.json"), **config)
+
+
+class JobRunner:
+    """systemctl and docker as a job that ends after `ends_after` state
+    reads (never, with None); the clock moves with each sleep."""
+
+    def __init__(self, clock, ends_after=None, docker=True):
+        self.clock, self.ends_after, self.docker, self.calls, self.reads = clock, ends_after, docker, [], 0
+
+    def __call__(self, argv, **kwargs):
+        self.calls.append(list(argv))
+        if argv[0] == "docker" and not self.docker:
+            raise FileNotFoundError(2, "No such file or directory", "docker")
+        if argv[:2] == ["systemctl", "is-active"]:
+            self.reads += 1
+            ended = self.ends_after is not None and self.reads > self.ends_after
+            return subprocess.CompletedProcess(argv, 3 if ended else 0, "inactive\n" if ended else "active\n", "")
+        if argv[:2] == ["docker", "inspect"]:
+            ended = self.ends_after is not None and self.reads > self.ends_after
+            return subprocess.CompletedProcess(argv, 0, "false\n" if ended else "true\n", "")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    def sleep(self, seconds):
+        self.clock.now += seconds
+
+
+def job_pipeline(tmp_path, clock, runner, **config):
+    config = {"marker_path": str(tmp_path / "event.json"), "job_units": ("train.service",),
+              "hook": ("/usr/local/bin/checkpoint",), **config}
+    return actions.Pipeline(actions.ActionConfig(**config), {}, lambda: None, run=runner, clock=clock,
+                            sleep=runner.sleep)
+
+
+def test_after_sigterm_the_hook_waits_for_the_job_to_save_and_end(tmp_path):
+    clock = Clock()
+    runner = JobRunner(clock, ends_after=3)
+    record = job_pipeline(tmp_path, clock, runner).handle(event(clock, lead=120))
+    hook_at = runner.calls.index(["/usr/local/bin/checkpoint"])
+    reads = [c for c in runner.calls[:hook_at] if c[:2] == ["systemctl", "is-active"]]
+    assert len(reads) == 4, runner.calls  # three reads while it ran, one that saw it end
+    assert record["hook"]["job"] == {"stopped": True, "still_running": [], "waited_seconds": 3.0}
+    assert record["hook"]["landed"] is True
+
+
+def test_a_job_that_does_not_end_still_leaves_the_hook_half_the_time(tmp_path):
+    clock = Clock()
+    runner = JobRunner(clock, ends_after=None)
+    record = job_pipeline(tmp_path, clock, runner, job_containers=("trainer",)).handle(event(clock, lead=120))
+    job = record["hook"]["job"]
+    assert job["stopped"] is False and job["still_running"] == ["unit:train.service", "container:trainer"]
+    # 110 s left after the margin: it waits 55 s, and the hook runs in time.
+    assert job["waited_seconds"] == 55.0
+    assert record["hook"]["landed"] is True and record["hook"]["rc"] == 0
+
+
+def test_a_container_whose_state_cannot_be_read_counts_as_running(tmp_path):
+    clock = Clock()
+    runner = JobRunner(clock, ends_after=0, docker=False)
+    record = job_pipeline(tmp_path, clock, runner, job_units=(), job_containers=("trainer",)).handle(
+        event(clock, lead=40))
+    assert record["hook"]["job"]["still_running"] == ["container:trainer"]
+    assert record["hook"]["job"]["waited_seconds"] == 15.0
+
+
+@pytest.mark.parametrize("signal", ["SIGUSR1", "SIGUSR2"])
+def test_a_job_asked_only_to_save_is_not_waited_for(tmp_path, signal):
+    clock = Clock()
+    runner = JobRunner(clock, ends_after=None)
+    record = job_pipeline(tmp_path, clock, runner, signal=signal).handle(event(clock))
+    assert not any(c[:2] == ["systemctl", "is-active"] for c in runner.calls)
+    assert "job" not in record["hook"]

@@ -95,6 +95,8 @@ demo: deps
 	  { echo "demo: the second run was not idempotent"; exit 1; } || echo "demo: second run changed nothing"
 	@echo "== drift: the converged fleet must be in sync =="
 	$(BIN)/gpufleet drift -i inventories/lab
+	@echo "== guard: every node's guard reports (spot, idle, spend) =="
+	$(BIN)/gpufleet guard status -i inventories/lab
 lab-up: deps
 	$(BIN)/gpufleet lab up
 lab-down: venv

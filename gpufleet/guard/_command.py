@@ -99,7 +99,8 @@ def row(node: NodeGuard, now: float) -> list[str]:
         idle = "off"
     elif node.idle_armed is False:
         idle += " (not armed)"
-    spend = f"{_unknown(node.spend, '{:.2f}'.format)} / {_unknown(node.spend_cap, '{:.2f}'.format)}"
+    cap = "no cap" if node.capped is False else _unknown(node.spend_cap, "{:.2f}".format)
+    spend = f"{_unknown(node.spend, '{:.2f}'.format)} / {cap}"
     spend += f" {_unknown(node.budget, str)}"
     event = "none"
     if node.last_event:

@@ -30,6 +30,9 @@ class NodeGuard:
     spend_cap: float | None = None
     job_spend: float | None = None
     job_spend_cap: float | None = None
+    # The daemon writes a cap of NaN where none is set: that is "no cap",
+    # not unknown. None here: no cap series at all (unknown).
+    capped: bool | None = None
     last_event: str | None = None
     last_action: str | None = None
     last_event_at: float | None = None
@@ -70,6 +73,13 @@ def _current(samples, name) -> tuple[dict[str, str], str | None]:
     return {}, None
 
 
+def _capped(samples) -> bool | None:
+    for labels, value in samples.get("gpufleet_guard_spend_cap", []):
+        if labels.get("scope") == "node":
+            return value is not None
+    return None
+
+
 def from_metrics(host: str, text: str) -> NodeGuard:
     try:
         samples = parse(text)
@@ -94,6 +104,7 @@ def from_metrics(host: str, text: str) -> NodeGuard:
         spend_cap=_one(samples, "gpufleet_guard_spend_cap", scope="node"),
         job_spend=_one(samples, "gpufleet_guard_spend", scope="job"),
         job_spend_cap=_one(samples, "gpufleet_guard_spend_cap", scope="job"),
+        capped=_capped(samples),
         last_event=event[0].get("reason"), last_action=event[0].get("action"), last_event_at=event[1],
         checkpoint_landed=None if landed is None else bool(landed),
         last_poll_at=_one(samples, "gpufleet_guard_last_poll_timestamp_seconds"),

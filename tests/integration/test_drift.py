@@ -253,9 +253,21 @@ def test_prometheus_scrapes_every_lab_node(converged, tmp_path):
                 ("gpufleet_backup_last_run_success", "", "== 1"),
                 ("gpufleet_backup_snapshots", "", ">= 1"),
                 ("gpufleet_health_check", 'check="gpu_count",result="pass",', "== 1"),
+                # site.yml's guard, its spot trigger off: the lab's nodes are on demand.
+                ("gpufleet_guard_spot_state", 'state="off",', "== 1"),
             ):
                 expr = f'{metric}{{{labels}instance="{target}"}} {condition}'
                 assert prometheus.query(expr), f"{expr} is not true"
+
+
+def test_guard_status_shows_every_lab_node(converged):
+    # The fleet view of site.yml's guard, as a user runs it.
+    done = gpufleet("guard", "status", "-i", "inventories/lab", "--format", "json", "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    nodes = {node["host"]: node for node in json.loads(done.stdout)["nodes"]}
+    for host in LAB_HOSTS:
+        assert nodes[host]["state"] == "reporting" and nodes[host]["spot"] == "off", nodes[host]
+        assert nodes[host]["last_poll_at"] is not None and nodes[host]["capped"] is False, nodes[host]
 
 
 def test_the_gpu_stack_node_took_the_gpu_play(converged):

@@ -95,8 +95,17 @@ def test_the_table_says_unknown_and_never_zero():
     assert lines[0].split() == ["host", "guard", "spot", "idle", "spend", "/", "cap", "last", "event"]
     assert "notice in 2m00s (tencent)" in lines[1] and "320.50 / 400.00 alarm" in lines[1]
     assert "spot -> none, checkpoint NOT landed" in lines[1]
-    assert "unknown (aws)" in lines[2] and "unknown / unknown unknown" in lines[2] and "polled 0m10s ago" in lines[2]
+    assert "unknown (aws)" in lines[2] and "unknown / no cap unknown" in lines[2] and "polled 0m10s ago" in lines[2]
     assert " 0.00 " not in text
+
+
+def test_a_cap_of_nan_is_no_cap_and_a_missing_cap_is_unknown():
+    assert from_metrics("gpu-a", METRICS).capped is True
+    assert from_metrics("gpu-b", BLIND).capped is False
+    without = "\n".join(line for line in BLIND.splitlines() if not line.startswith("gpufleet_guard_spend_cap"))
+    node = from_metrics("gpu-b", without)
+    assert node.capped is None
+    assert "unknown / unknown unknown" in _command.table([node], now=1000000.0).splitlines()[1]
 
 
 def test_json_and_the_exit_code(fleet, tmp_path, capsys):

@@ -80,8 +80,20 @@ class Podman:
     def start(self, name: str) -> None:
         self._call("start", name)
 
-    def remove(self, name: str) -> None:
-        self._call("rm", "--force", "--time", "2", name)
+    def remove(self, name: str, attempts: int = 3) -> None:
+        """podman rm --force, again while the container is still there. A
+        node that exits on its own while podman stops it fails that rm
+        ("container state improper: stopped", seen in a CI run's `lab
+        down`); an rm of the container now stopped then works."""
+        for _attempt in range(attempts):
+            result = self._call("rm", "--force", "--time", "2", name, check=False)
+            if result.returncode == 0 or not self.exists(name):
+                return
+        raise PodmanError(f"podman rm --force {name} failed {attempts} times: "
+                          f"{result.stderr.strip() or result.stdout.strip()}")
+
+    def exists(self, name: str) -> bool:
+        return self._call("container", "exists", name, check=False).returncode == 0
 
     def exec(self, name: str, *argv: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
         if stdin is None:

@@ -126,11 +126,22 @@ class Lab:
     def down(self, log=print) -> int:
         """Remove every lab node; keep the key so known setups stay valid."""
         names = sorted(self.podman.lab_containers())
+        failed = []
         for name in names:
             log(f"removing {name}")
-            self.podman.remove(name)
+            try:
+                self.podman.remove(name)
+            except PodmanError as error:
+                failed.append(str(error))
+        # The emulator and the object store stop even when a node stayed:
+        # left running, they hold the lab's ports, and the next `lab up`
+        # (of this checkout or another) fails on them.
         self.emulator.stop(self.dir)
         self.object_store.stop(self.dir)
+        if failed:
+            # The data and the state stay, so `lab down` again finishes.
+            raise PodmanError("; ".join(failed) + "; the emulator and object store are stopped;"
+                              " run `gpufleet lab down` again to remove what is left")
         # The object store's data lives as long as the lab: `lab up` and
         # restarts keep it, only this deletes it.
         deleted = self.object_store.delete_data(self.dir)

@@ -72,6 +72,7 @@ class FakeObjectStore:
     def __init__(self):
         self.listening_on = None
         self.stopped = 0
+        self.deleted = False
 
     def start(self, lab_dir, root, gateway):
         self.listening_on = gateway
@@ -188,6 +189,26 @@ def test_down_removes_every_node_and_the_state(lab):
     assert (lab.dir / "id_ed25519").exists(), "the key survives, so it stays stable across labs"
     assert lab.emulator.stopped == 1 and lab.object_store.stopped == 1
     assert lab.object_store.deleted, "only lab down deletes the object store's data"
+
+
+def test_a_node_that_cannot_be_removed_still_stops_the_servers_and_keeps_the_data(lab, monkeypatch):
+    lab.up(count=2, log=lambda *_: None)
+    real_remove = lab.podman.remove
+
+    def remove(name):
+        if name.endswith("-1"):
+            raise PodmanError(f"podman rm --force {name} failed 3 times: container state improper")
+        real_remove(name)
+
+    monkeypatch.setattr(lab.podman, "remove", remove)
+    with pytest.raises(PodmanError, match="gpufleet-lab-1 failed 3 times.*run `gpufleet lab down` again"):
+        lab.down(log=lambda *_: None)
+    assert list(lab.podman.containers) == ["gpufleet-lab-1"], "the other node is removed"
+    assert lab.emulator.stopped == 1 and lab.object_store.stopped == 1
+    assert not lab.object_store.deleted and lab.state_file.exists()
+    monkeypatch.setattr(lab.podman, "remove", real_remove)
+    assert lab.down(log=lambda *_: None) == 1
+    assert lab.object_store.deleted
 
 
 def test_up_writes_the_lab_inventory_from_the_collection_and_down_removes_it(lab, capsys):

@@ -32,11 +32,16 @@ def wait_port(port: int, timeout: float = 30.0) -> None:
     raise TimeoutError(f"nothing answers on 127.0.0.1:{port}")
 
 
-def create_buckets(port: int, buckets) -> None:
-    s3 = boto3.client(
+def client(port: int):
+    """A boto3 S3 client of the server on this port, with the test keys."""
+    return boto3.client(
         "s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
         aws_access_key_id="testing", aws_secret_access_key="testing-secret",
     )
+
+
+def create_buckets(port: int, buckets) -> None:
+    s3 = client(port)
     for bucket in buckets:
         s3.create_bucket(Bucket=bucket)
 

@@ -122,14 +122,29 @@ class Pipeline:
         write_marker(self.config.marker_path, event, self.clock())
         return {"path": self.config.marker_path, "at": self.clock()}
 
-    def _command(self, argv, timeout: float | None = None) -> tuple[int | None, str]:
+    def _run(self, argv, timeout: float | None) -> subprocess.CompletedProcess | str:
+        """The command's result, or why there is none."""
         try:
-            done = self.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+            return self.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
-            return None, f"timed out after {timeout:.0f} s"
+            return f"timed out after {timeout:.0f} s"
         except OSError as error:
-            return None, str(error)
+            return str(error)
+
+    def _command(self, argv, timeout: float | None = None) -> tuple[int | None, str]:
+        done = self._run(argv, timeout)
+        if isinstance(done, str):
+            return None, done
         return done.returncode, (done.stderr or done.stdout or "").strip()[-500:]
+
+    def _state(self, argv, success_only: bool = False) -> str | None:
+        """What a state query prints on stdout (a warning on stderr is not
+        the state); None where it could not run, or, with `success_only`,
+        where it failed."""
+        done = self._run(argv, 10)
+        if isinstance(done, str) or (success_only and done.returncode != 0):
+            return None
+        return (done.stdout or "").strip()
 
     def _signal(self, _event: Event, _record: dict) -> dict:
         sent = {}
@@ -168,15 +183,13 @@ class Pipeline:
         """The job's units and containers that still run. One whose state
         cannot be read counts as running: the wait then ends at its limit,
         never early."""
-        running = []
-        for unit in self.config.job_units:
-            rc, out = self._command(["systemctl", "is-active", unit], 10)
-            if rc != 3 and out.strip() not in ("inactive", "failed"):
-                running.append(f"unit:{unit}")
-        for name in self.config.job_containers:
-            rc, out = self._command(["docker", "inspect", "--format", "{{.State.Running}}", name], 10)
-            if not (rc == 0 and out.strip() == "false"):
-                running.append(f"container:{name}")
+        # By the state printed, not the exit status: is-active exits 3 for
+        # "deactivating" too, while the job may still be saving.
+        running = [f"unit:{unit}" for unit in self.config.job_units
+                   if self._state(["systemctl", "is-active", unit]) not in ("inactive", "failed")]
+        inspect = ["docker", "inspect", "--format", "{{.State.Running}}"]
+        running += [f"container:{name}" for name in self.config.job_containers
+                    if self._state(inspect + [name], success_only=True) != "false"]
         return running
 
     def _wait_for_job(self, limit: float) -> dict:

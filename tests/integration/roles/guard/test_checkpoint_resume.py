@@ -21,7 +21,6 @@ import json
 import subprocess
 import sys
 
-import boto3
 
 import pytest
 
@@ -49,19 +48,18 @@ def separate_store(tmp_path, bucket: str):
     nothing shared with this process's servers."""
     pidfile = tmp_path / "copy-store.pid"
     script = str(ROOT / "tests" / "emulators" / "s3_server.py")
-    started = subprocess.run([sys.executable, script, "--pidfile", str(pidfile), "--bucket", bucket],
-                             capture_output=True, text=True, check=True)
+    port = s3_server.free_port()
+    subprocess.run([sys.executable, script, "--port", str(port), "--pidfile", str(pidfile), "--bucket", bucket],
+                   capture_output=True, text=True, check=True)
     try:
-        yield int(started.stdout.split("http://127.0.0.1:", 1)[1].split()[0])
+        yield port
     finally:
         subprocess.run([sys.executable, script, "--stop", "--pidfile", str(pidfile)], check=False)
 
 
 def objects(port: int, bucket: str) -> dict[str, int]:
-    s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                      aws_access_key_id="testing", aws_secret_access_key="testing-secret")
     found = {}
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+    for page in s3_server.client(port).get_paginator("list_objects_v2").paginate(Bucket=bucket):
         found.update({item["Key"]: item["Size"] for item in page.get("Contents", [])})
     return found
 

@@ -251,3 +251,23 @@ def test_a_job_asked_only_to_save_is_not_waited_for(tmp_path, signal):
     record = job_pipeline(tmp_path, clock, runner, signal=signal).handle(event(clock))
     assert not any(c[:2] == ["systemctl", "is-active"] for c in runner.calls)
     assert "job" not in record["hook"]
+
+
+def test_a_unit_still_deactivating_counts_as_running(tmp_path):
+    # is-active exits 3 for "deactivating" as for "inactive": the state
+    # printed decides, and a warning on stderr is not the state.
+    clock = Clock()
+    answers = iter([(3, "deactivating\n"), (3, "deactivating\n"), (3, "inactive\n")])
+
+    def runner(argv, **kwargs):
+        if argv[:2] == ["systemctl", "is-active"]:
+            rc, out = next(answers)
+            return subprocess.CompletedProcess(argv, rc, out, "Warning: the unit file changed on disk")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    pipe = actions.Pipeline(actions.ActionConfig(marker_path=str(tmp_path / "event.json"),
+                                                 job_units=("train.service",), hook=("/usr/local/bin/checkpoint",)),
+                            {}, lambda: None, run=runner, clock=clock,
+                            sleep=lambda s: setattr(clock, "now", clock.now + s))
+    record = pipe.handle(event(clock, lead=120))
+    assert record["hook"]["job"] == {"stopped": True, "still_running": [], "waited_seconds": 2.0}

@@ -194,11 +194,12 @@ lab-test: venv collections images
 LAB_ROLES_JOBS ?= 2
 # test_installed_cli.py first: its own one-node lab takes the shared fleet's
 # container names and ports, so it is up and down before that fleet is made.
-# The guard's end-to-end test shares nothing with the fleet (its own nodes
-# and ports); it runs in this half to balance them: stop 30's CI had this
-# half at 954 s and lab-roles, with it, at 1,152 s on two workers.
+# The guard's end-to-end and budget-stop tests share nothing with the fleet
+# (their own nodes and ports); they run in this half to balance them: stop
+# 30's CI had this half at 954 s and lab-roles at 1,152 s on two workers,
+# and the budget-stop test takes about 110 s.
 LAB_FLEET_TESTS = tests/integration/test_installed_cli.py tests/integration/test_lab.py tests/integration/test_drift.py \
-	tests/integration/roles/guard/test_checkpoint_resume.py
+	tests/integration/roles/guard/test_checkpoint_resume.py tests/integration/roles/guard/test_budget_stop.py
 .PHONY: lab-fleet lab-roles
 lab-fleet: venv collections images
 	@$(call timed,lab-fleet,$(LAB_PYTEST) $(LAB_FLEET_TESTS))

@@ -7,7 +7,12 @@ project id in the ECS path tells the emulator the region.
 - IAM: GET /v3/auth/domains, GET /v3/auth/projects (the account's regions),
   GET /v3/projects?name=REGION (the SDK's project id lookup).
 - ECS: GET /v1/{project_id}/cloudservers/detail (``offset`` is a page
-  number from 1, ``limit`` at most 1000) and GET /v1/{project_id}/cloudservers/flavors.
+  number from 1, ``limit`` at most 1000), GET /v1/{project_id}/cloudservers/flavors,
+  GET /v1/{project_id}/cloudservers/{server_id} (ShowServer), and POST
+  /v1/{project_id}/cloudservers/action with ``os-stop`` (BatchStopServers):
+  its running servers become stopped (SHUTOFF), each stop recorded in
+  ``stops``, and the answer is the asynchronous job's id, as ECS answers.
+  A server that is already stopped is left as it is.
 - Errors: {"error": {"code", "message"}} with an HTTP error status;
   throttling is HTTP 429 with the API gateway's {"error_code": "APIGW.0308"}.
 
@@ -45,7 +50,8 @@ _CHARGE = {"on_demand": "0", "subscription": "1", "spot": "2"}
 MAX_LIMIT = 1000
 DOMAIN_ID = "0" * 24 + "d0ma1n00"
 _ACCESS = re.compile(r"Access=([^,\s]+)")
-_ECS_PATH = re.compile(r"^/v1/([0-9a-f]{32})/cloudservers/(detail|flavors)$")
+_ECS_PATH = re.compile(r"^/v1/([0-9a-f]{32})/cloudservers/([^/]+)$")
+_ECS_ACTIONS = {"detail": "ListServersDetails", "flavors": "ListFlavors", "action": "BatchStopServers"}
 
 
 def project_id(region):
@@ -63,7 +69,7 @@ class HuaweiEmulator(Emulator):
     def route(self, request):
         match = _ECS_PATH.match(request.path)
         if match:
-            action = "ListServersDetails" if match.group(2) == "detail" else "ListFlavors"
+            action = _ECS_ACTIONS.get(match.group(2), "ShowServer")
             region = next((r for r in self.regions if project_id(r) == match.group(1)), match.group(1))
             return action, region
         actions = {"/v3/auth/domains": "KeystoneListAuthDomains", "/v3/auth/projects": "KeystoneListAuthProjects",
@@ -80,6 +86,13 @@ class HuaweiEmulator(Emulator):
                                   "links": {"self": request.path}})
         if region not in self.regions:
             return _error(404, "Ecs.0114", "The project does not exist.")
+        if action == "ShowServer":
+            inst = self.find(request.path.rsplit("/", 1)[1])
+            if inst is None or inst["region"] != region:
+                return _error(404, "Ecs.0114", "Instance[%s] could not be found." % request.path.rsplit("/", 1)[1])
+            return Response(200, {"server": _server(inst)})
+        if action == "BatchStopServers":
+            return self._stop(request, region)
         if action == "ListFlavors":
             hollow_gpus = (region, action) in self.faults.gpu_fields_missing
             return Response(200, {"flavors": [_flavor(name, hollow_gpus) for name in sorted(CATALOG)
@@ -95,6 +108,16 @@ class HuaweiEmulator(Emulator):
                                   "servers": [_server(s, (region, action) in self.faults.gpu_fields_missing)
                                               for s in everything[start:start + limit]]})
         return _error(404, "APIGW.0101", "The API does not exist or has not been published in the environment.")
+
+    def _stop(self, request, region):
+        order = request.json().get("os-stop") or {}
+        servers = [self.find(s.get("id")) for s in order.get("servers") or ()]
+        if not servers or None in servers or any(s["region"] != region for s in servers):
+            return _error(404, "Ecs.0114", "Instance could not be found.")
+        for inst in servers:
+            if inst["state"] == "running":
+                self.stop_instance(inst, type=order.get("type"))
+        return Response(200, {"job_id": uuid.uuid4().hex})
 
     def throttled(self, action, region):
         return Response(429, {"error_code": "APIGW.0308", "request_id": request_id(),

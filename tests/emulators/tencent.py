@@ -3,8 +3,11 @@
 
 Actions (from the X-TC-Action header, region from X-TC-Region):
 DescribeRegions, DescribeInstances (Offset/Limit paging, Limit at most
-100), DescribeInstanceTypeConfigs (zone, instance-family and instance-type
-filters, one value each as the API allows). Every answer is HTTP 200 with
+100; the InstanceIds filter), DescribeInstanceTypeConfigs (zone,
+instance-family and instance-type filters, one value each as the API
+allows), StopInstances (StoppedMode, StopType; running instances become
+stopped and each stop is recorded in ``stops``; a stopped one is refused
+with UnsupportedOperation.InstanceStateStopped, as CVM refuses it). Every answer is HTTP 200 with
 {"Response": {...}}; errors are {"Response": {"Error": {"Code", "Message"}}},
 throttling is "RequestLimitExceeded", as CVM sends them.
 
@@ -63,9 +66,13 @@ class TencentEmulator(Emulator):
             if not 1 <= limit <= MAX_LIMIT:
                 return _error("InvalidParameterValue.Limit", "Limit must be between 1 and 100.")
             everything = self.instances.get(region, [])
+            if params.get("InstanceIds"):
+                everything = [i for i in everything if i["instance_id"] in params["InstanceIds"]]
             return _ok({"TotalCount": len(everything),
                         "InstanceSet": [_instance(i, (region, action) in self.faults.gpu_fields_missing)
                                         for i in everything[offset:offset + limit]]})
+        if action == "StopInstances":
+            return self._stop(params)
         if action == "DescribeInstanceTypeConfigs":
             filters = {f["Name"]: f["Values"] for f in params.get("Filters") or ()}
             if any(len(v) != 1 for v in filters.values()):
@@ -81,6 +88,19 @@ class TencentEmulator(Emulator):
             ]
             return _ok({"InstanceTypeConfigSet": configs})
         return _error("InvalidAction", "The action `%s` is not supported." % action)
+
+    def _stop(self, params):
+        found = [self.find(i) for i in params.get("InstanceIds") or ()]
+        if not found or None in found:
+            return _error("InvalidInstanceId.NotFound", "The instance `%s` does not exist."
+                          % ",".join(params.get("InstanceIds") or ()))
+        if any(inst["state"] == "stopped" for inst in found):
+            return _error("UnsupportedOperation.InstanceStateStopped", "The instance is already stopped.")
+        if any(inst["state"] != "running" for inst in found):
+            return _error("OperationDenied.InstanceOperationInProgress", "The instance is in an operation.")
+        for inst in found:
+            self.stop_instance(inst, stopped_mode=params.get("StoppedMode"), stop_type=params.get("StopType"))
+        return _ok({})
 
     def throttled(self, action, region):
         return _error("RequestLimitExceeded", "Your current request times equals to `21` in a second, "

@@ -152,6 +152,9 @@ class Emulator:
         self.instances = {}
         self.faults = Faults()
         self.calls = []
+        # Each stop an emulated stop call made (stop_instance): what a
+        # test counts to prove an instance was stopped exactly once.
+        self.stops = []
         self._server = None
         self._thread = None
         self._lock = threading.Lock()
@@ -196,6 +199,20 @@ class Emulator:
 
     def new_instance_id(self):
         return "i-" + uuid.uuid4().hex[:20]
+
+    def find(self, instance_id):
+        """The seeded instance with this id, in any region, or None."""
+        with self._lock:
+            return next((inst for insts in self.instances.values() for inst in insts
+                         if inst["instance_id"] == instance_id), None)
+
+    def stop_instance(self, inst, **detail):
+        """Stop a running instance as the cloud's stop call does, and record
+        the stop (``stops``, with the call's own parameters in ``detail``).
+        It goes straight to stopped: no emulated call sees it stopping."""
+        with self._lock:
+            inst["state"] = "stopped"
+            self.stops.append(dict(detail, instance_id=inst["instance_id"]))
 
     def known_type(self, name):
         return name in self.CATALOG

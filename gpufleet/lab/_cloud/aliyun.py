@@ -2,7 +2,10 @@
 (alibabacloud_ecs20140526) on 127.0.0.1.
 
 Actions: DescribeRegions, DescribeInstances (NextToken/MaxResults paging,
-100 a page at most), DescribeInstanceTypes (InstanceTypes.N filter). The
+100 a page at most; the InstanceIds filter), DescribeInstanceTypes
+(InstanceTypes.N filter), StopInstance (StoppedMode, ForceStop; a running
+instance becomes stopped and the stop is recorded in ``stops``; one that is
+not running is refused with IncorrectInstanceStatus, as ECS refuses it). The
 answers follow the documented response shapes (Instances.Instance[],
 Tags.Tag[], VpcAttributes.PrivateIpAddress.IpAddress[] ...), errors are
 {"Code", "Message", "RequestId"} with an HTTP error status; throttling is
@@ -33,6 +36,7 @@ options work as against the real API.
 
 from __future__ import annotations
 
+import json
 import sys
 
 from gpufleet.lab._cloud._server import Emulator, Response, main, request_id
@@ -75,6 +79,8 @@ class AliyunEmulator(Emulator):
                 for r in self.regions]}})
         if action == "DescribeInstances":
             return self._instances(params, region)
+        if action == "StopInstance":
+            return self._stop(params)
         if action == "DescribeInstanceTypes":
             wanted = [v for k, v in sorted(params.items()) if k.startswith("InstanceTypes.")]
             # DescribeInstanceTypes names no region: a gpu_fields_missing
@@ -94,6 +100,10 @@ class AliyunEmulator(Emulator):
         token = params.get("NextToken") or ""
         start = int(token, 16) if token else 0
         everything = self.instances.get(region, [])
+        if params.get("InstanceIds"):
+            # A JSON array of ids, at most 100, as the API takes it.
+            wanted = json.loads(params["InstanceIds"])
+            everything = [i for i in everything if i["instance_id"] in wanted]
         page = everything[start:start + size]
         end = start + len(page)
         return Response(200, {
@@ -104,6 +114,16 @@ class AliyunEmulator(Emulator):
                 _without(_instance(i), (region, "DescribeInstances") in self.faults.gpu_fields_missing,
                          _INSTANCE_GPU_FIELDS) for i in page]},
         })
+
+    def _stop(self, params):
+        inst = self.find(params.get("InstanceId"))
+        if inst is None:
+            return _error(404, "InvalidInstanceId.NotFound", "The specified InstanceId does not exist.")
+        if inst["state"] != "running":
+            return _error(403, "IncorrectInstanceStatus", "The current status of the resource does not support "
+                          "this operation.")
+        self.stop_instance(inst, stopped_mode=params.get("StoppedMode"), force_stop=params.get("ForceStop"))
+        return Response(200, {"RequestId": request_id()})
 
     def throttled(self, action, region):
         return _error(400, "Throttling.User", "Request was denied due to user flow control.")

@@ -11,8 +11,9 @@ idle for the window, a spend cap reached):
    or after half the time left if it has not;
 4. record whether the checkpoint landed before the deadline;
 5. take the final action: nothing (the default), the cloud's stop call
-   (a command, retried with backoff; stopping a stopped instance is not an
-   error for the clouds' stop calls), or poweroff.
+   (a command: gpufleet_guard_stop.py, or the user's own; retried with
+   backoff while it fails, but not after exit status 2, which says that
+   trying again cannot help), or poweroff.
 
 Every step is recorded in the daemon's state, which the caller saves to
 disk after each one: an event seen again (the same notice on the next
@@ -32,6 +33,9 @@ import tempfile
 import time
 
 FINAL_ACTIONS = ("none", "stop", "poweroff")
+# A stop command's exit status for a refusal that another try cannot cure
+# (credentials, permissions, an unknown instance): gpufleet_guard_stop.py's.
+STOP_REFUSED = 2
 # The signals after which a job ends (SIGUSR1 and SIGUSR2 ask it to save
 # and go on): the hook waits for the job to end after these.
 STOPPING_SIGNALS = ("SIGTERM", "SIGINT")
@@ -211,6 +215,8 @@ class Pipeline:
             attempts.append({"rc": rc, "detail": out, "at": self.clock()})
             if rc == 0:
                 return {"action": action, "ok": True, "attempts": attempts}
+            if rc == STOP_REFUSED and action == "stop":
+                break
             if attempt + 1 < self.config.stop_attempts:
                 self.sleep(self.config.stop_backoff_seconds * 2**attempt)
         return {"action": action, "ok": False, "attempts": attempts}

@@ -10,6 +10,11 @@ from tests.integration.roles.bad_input import bad_input_test
 
 pytestmark = pytest.mark.lab
 
+SECRET = "gpufleet-bad-input-secret-51c2"
+KEYS = {"access_key_id": "AKIDgpufleet", "secret_access_key": SECRET}
+STOP = {"guard_final_action": "stop", "guard_cloud": "tencent", "guard_stop_instance_id": "ins-1a2b3c4d",
+        "guard_stop_region": "ap-guangzhou", "guard_stop_credentials": KEYS}
+
 CASES = {
     # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
     # variable fails once gpufleet_strict_inputs is on, naming the option meant.
@@ -21,7 +26,21 @@ CASES = {
     "string for a list": ({"guard_job_units": "train.service"}, "guard_job_units", "expected a list"),
     "spot without a cloud": ({"guard_spot": True, "guard_cloud": ""}, "guard_cloud"),
     "unknown final action": ({"guard_final_action": "terminate"}, "guard_final_action"),
-    "stop without its command": ({"guard_final_action": "stop"}, "guard_stop_command"),
+    # The stop through the cloud's SDK: the cloud, the instance and
+    # credentials, each named.
+    "stop without a cloud": (
+        {**STOP, "guard_cloud": ""}, "guard_cloud", "whose API stops this instance"),
+    "stop without the instance": (
+        {**STOP, "guard_stop_instance_id": ""}, "guard_stop_instance_id", "gpufleet_instance_id"),
+    "stop without credentials": (
+        {**STOP, "guard_stop_credentials": {}}, "guard_stop_instance_role", "guard_stop_credentials"),
+    "stop with half a key": (
+        {**STOP, "guard_stop_credentials": {"access_key_id": "AKIDhalf"}}, "guard_stop_credentials"),
+    "stop with an unknown credential key": (
+        {**STOP, "guard_stop_credentials": {**KEYS, "secret": "x"}}, "guard_stop_credentials", "unknown: secret"),
+    # A mistyped secret is refused without being shown (FORBIDDEN below).
+    "credentials as a string": (
+        {**STOP, "guard_stop_credentials": "AKIDgpufleet:" + SECRET}, "guard_stop_credentials"),
     "a signal that leaves no time": ({"guard_signal": "SIGKILL"}, "guard_signal"),
     "threshold above 100 %": ({"guard_idle_threshold_percent": 150}, "guard_idle_threshold_percent"),
     "price not a number": ({"guard_price_per_hour": "cheap"}, "guard_price_per_hour"),
@@ -37,4 +56,5 @@ test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
     CASES,
     files=["/usr/local/lib/gpufleet/guard/gpufleet_guard.py", "/etc/systemd/system/gpufleet-guard.service"],
     packages=[],
+    forbidden=[SECRET],
 )

@@ -163,6 +163,16 @@ def test_a_stop_that_keeps_failing_is_recorded_as_failed(tmp_path):
     assert final["ok"] is False and [a["rc"] for a in final["attempts"]] == [1, 1, 1]
 
 
+def test_a_stop_refused_for_good_is_not_tried_again(tmp_path):
+    # Exit status 2: the credentials, a permission, an unknown instance.
+    clock = Clock()
+    runner = Runner(clock, answers={"gpufleet-cloud-stop": [1, 2, 0]})
+    pipe, _events, _saves = pipeline(tmp_path, clock, runner, final_action="stop",
+                                     stop_command=("gpufleet-cloud-stop",))
+    final = pipe.handle(event(clock))["final"]
+    assert final["ok"] is False and [a["rc"] for a in final["attempts"]] == [1, 2]
+
+
 def test_a_real_hook_past_its_time_is_cut_off(tmp_path):
     # The real subprocess.run: the hook sleeps past the time left and is killed.
     pipe, _events, _saves = pipeline(tmp_path, __import__("time").time, subprocess.run,

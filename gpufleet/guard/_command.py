@@ -105,7 +105,8 @@ def row(node: NodeGuard, now: float) -> list[str]:
     event = "none"
     if node.last_event:
         landed = {True: "landed", False: "NOT landed", None: "landed unknown"}[node.checkpoint_landed]
-        event = f"{node.last_event} -> {node.last_action}, checkpoint {landed}"
+        action = node.last_action if node.final_action_ok is not False else f"{node.last_action} FAILED"
+        event = f"{node.last_event} -> {action}, checkpoint {landed}"
     polled = _unknown(node.last_poll_at, lambda t: f"{_seconds(max(now - t, 0))} ago")
     return [node.host, f"{node.state}, polled {polled}", f"{spot} ({node.cloud or 'no cloud'})", idle, spend, event]
 

@@ -37,6 +37,9 @@ class NodeGuard:
     last_action: str | None = None
     last_event_at: float | None = None
     checkpoint_landed: bool | None = None
+    # Whether the last event's stop or poweroff went through; None for
+    # none, pending, or a daemon that does not say.
+    final_action_ok: bool | None = None
     last_poll_at: float | None = None
 
 
@@ -91,6 +94,7 @@ def from_metrics(host: str, text: str) -> NodeGuard:
     _labels, budget = _current(samples, "gpufleet_guard_budget_state")
     event = (samples.get("gpufleet_guard_last_event_timestamp_seconds") or [({}, None)])[0]
     landed = _one(samples, "gpufleet_guard_checkpoint_landed")
+    final_ok = _one(samples, "gpufleet_guard_final_action_ok")
     armed = _one(samples, "gpufleet_guard_idle_armed")
     return NodeGuard(
         host, REPORTING,
@@ -107,5 +111,6 @@ def from_metrics(host: str, text: str) -> NodeGuard:
         capped=_capped(samples),
         last_event=event[0].get("reason"), last_action=event[0].get("action"), last_event_at=event[1],
         checkpoint_landed=None if landed is None else bool(landed),
+        final_action_ok=None if final_ok is None else bool(final_ok),
         last_poll_at=_one(samples, "gpufleet_guard_last_poll_timestamp_seconds"),
     )

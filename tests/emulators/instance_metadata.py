@@ -10,7 +10,9 @@ valid token is 401 when IMDSv2 is required, and "nothing scheduled" is a
 Tencent has no token and writes its time in UTC+8. Huawei's service has
 no spot item at all: only OpenStack's meta_data.json. Set ``notice`` (the
 notice path's body) and ``rebalance`` (AWS only) to what the cloud would
-say; None is the 404 of nothing scheduled."""
+say; None is the 404 of nothing scheduled. Run as a process on a test
+node, it reads its notice and its fault from files (--notice-file,
+--fault-file) that the test writes there."""
 
 from __future__ import annotations
 
@@ -55,10 +57,22 @@ class Metadata:
         self.notice_file: str | None = None
         self.rebalance: str | None = None
         self.fault: str | None = None
+        # A file whose content, when it exists, is the fault: how a test
+        # fails the service of a process on a test node.
+        self.fault_file: str | None = None
         self.hang_seconds = hang_seconds
         self.tokens: dict[str, float] = {}
         self.calls: list[tuple[str, str, int]] = []
         self.lock = threading.Lock()
+
+    def current_fault(self) -> str | None:
+        if self.fault_file:
+            try:
+                with open(self.fault_file, encoding="utf-8") as handle:
+                    return handle.read().strip() or None
+            except FileNotFoundError:
+                return self.fault
+        return self.fault
 
     def expire_tokens(self) -> None:
         with self.lock:
@@ -92,7 +106,7 @@ class Handler(kms_common.Handler):
             ttl = 0
         if not 1 <= ttl <= 21600:
             return self._send(400, "the token TTL must be from 1 to 21600 seconds")
-        if meta.fault == "empty-token":
+        if meta.current_fault() == "empty-token":
             return self._send(200, "")
         token = uuid.uuid4().hex
         with meta.lock:
@@ -101,13 +115,14 @@ class Handler(kms_common.Handler):
 
     def do_GET(self):  # noqa: N802 - the stdlib's name
         meta = self.metadata
-        if meta.fault == "hang":
+        fault = meta.current_fault()
+        if fault == "hang":
             time.sleep(meta.hang_seconds)
-        if meta.fault == "drop":
+        if fault == "drop":
             self.close_connection = True
             self.connection.close()
             return None
-        if meta.fault == "500":
+        if fault == "500":
             return self._send(500, "Internal Server Error")
         headers = TOKEN_HEADERS.get(meta.cloud)
         if headers and (meta.require_token or self.headers.get(headers[1]) is not None):
@@ -130,7 +145,7 @@ class Handler(kms_common.Handler):
                     body = None
         elif meta.cloud == "aws" and self.path == REBALANCE_PATH:
             body = meta.rebalance
-        if meta.fault == "garbage":
+        if fault == "garbage":
             return self._send(200, "<html>\x00\x7f not what was asked")
         if body is None:
             return self._send(404, AWS_404 if meta.cloud == "aws" else "Not Found", "text/html")
@@ -165,9 +180,12 @@ def main(argv=None) -> int:
     parser.add_argument("cloud", choices=["aws", "aliyun", "tencent", "huawei"])
     parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
     parser.add_argument("--notice-file", help="a file whose content, while it exists, is the spot notice")
+    parser.add_argument("--fault-file", help="a file whose content, while it exists, is the fault: "
+                        "hang, drop, 500, garbage or empty-token")
     args = parser.parse_args(argv)
     metadata = Metadata(args.cloud)
     metadata.notice_file = args.notice_file
+    metadata.fault_file = args.fault_file
     make_server(metadata, args.port).serve_forever()
     return 0
 

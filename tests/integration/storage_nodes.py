@@ -189,6 +189,11 @@ def apply_role(name: str, role: str | tuple[str, ...], variables: dict, *extra: 
     return result.returncode, out, recap(result.stdout).get(name, {})
 
 
+def put(name: str, source, dest: str) -> None:
+    """Copy a file of this machine onto the node."""
+    subprocess.run(["podman", "cp", str(source), f"{name}:{dest}"], check=True, capture_output=True)
+
+
 def sh(name: str, script: str, check: bool = True) -> subprocess.CompletedProcess:
     result = node_exec(name, "/bin/sh", "-c", script)
     if check:

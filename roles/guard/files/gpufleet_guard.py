@@ -237,6 +237,13 @@ def write_metrics(config: Config, result: dict, events: dict) -> None:
         final = last.get("final", {})
         _gauge(lines, "gpufleet_guard_last_event_timestamp_seconds", "When the guard last acted, by reason and final action.",
                [({"reason": last["reason"], "action": final.get("action", "pending")}, float(last["seen_at"]))])
+        # Whether the final action (stop, poweroff) went through: 0 is a
+        # node still running, and billed, after the guard gave up.
+        done = final.get("ok") if final.get("action") in ("stop", "poweroff") else None
+        _gauge(lines, "gpufleet_guard_final_action_ok",
+               "1 if the last event's stop or poweroff went through, 0 if it failed, NaN if none or pending.",
+               [({"reason": last["reason"], "action": final.get("action", "pending")},
+                 None if done is None else int(done))])
         landed = last.get("hook", {}).get("landed")
         _gauge(lines, "gpufleet_guard_checkpoint_landed",
                "1 if the last event's checkpoint landed before its deadline, 0 if not, NaN if unknown or pending.",

@@ -312,6 +312,9 @@ def stop(config: dict, adapter=None) -> dict:
     """Stop the instance once; the outcome, or StopError."""
     cloud = adapter or ADAPTERS[config["cloud"]](config)
     before = cloud.state()
+    if not before:
+        # The instance is listed without its state: unknown, not "running".
+        raise StopError(f"the cloud lists {config['instance_id']} without its state", retry=True)
     if before in STOPPED[config["cloud"]]:
         return {"outcome": "already " + STOPPED[config["cloud"]][before], "state": before, "stop_called": False}
     try:

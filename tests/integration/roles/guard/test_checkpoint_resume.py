@@ -26,7 +26,8 @@ import pytest
 
 from tests.emulators import s3_server
 from tests.integration.helpers import ROOT
-from tests.integration.storage_nodes import HOST_LOOPBACK, apply_role, node, sh
+from tests.integration.roles.guard.metadata_node import start_metadata_service
+from tests.integration.storage_nodes import HOST_LOOPBACK, apply_role, node, put, sh
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.lab
@@ -96,10 +97,6 @@ GUARD_VARS = {
 }
 
 
-def put(name: str, source, dest: str) -> None:
-    subprocess.run(["podman", "cp", str(source), f"{name}:{dest}"], check=True, capture_output=True)
-
-
 def install_job(name: str) -> None:
     put(name, ROOT / "examples" / "toy_train.py", JOB)
     sh(name, f"chmod 0755 {JOB}")
@@ -130,11 +127,7 @@ def test_a_spot_notice_checkpoints_to_object_storage_and_a_new_node_resumes(tmp_
         with node() as first:
             # The node's metadata service, whose notice is /run/gft-notice
             # while that file exists.
-            sh(first, "mkdir -p /opt/gft/tests/emulators && touch /opt/gft/tests/__init__.py")
-            for module in ("__init__.py", "kms_common.py", "instance_metadata.py"):
-                put(first, ROOT / "tests" / "emulators" / module, f"/opt/gft/tests/emulators/{module}")
-            sh(first, "systemd-run --unit gft-metadata --property WorkingDirectory=/opt/gft /usr/bin/python3 -m"
-                      f" tests.emulators.instance_metadata aws --port {METADATA_PORT} --notice-file /run/gft-notice")
+            start_metadata_service(first, "aws", METADATA_PORT, "/run/gft-notice", unit="gft-metadata")
             install_job(first)
             start_job(first, steps=1_000_000)
             wait_for(lambda: sh(first, f"test -e {CKPT}/latest", check=False).returncode == 0,

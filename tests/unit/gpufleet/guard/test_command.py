@@ -99,6 +99,19 @@ def test_the_table_says_unknown_and_never_zero():
     assert " 0.00 " not in text
 
 
+def test_a_stop_that_failed_says_so_in_the_table():
+    failed = METRICS.replace('action="none"} 1000001.0', 'action="stop"} 1000001.0') + (
+        'gpufleet_guard_final_action_ok{reason="spot",action="stop"} 0\n')
+    node = from_metrics("gpu-a", failed)
+    assert (node.last_action, node.final_action_ok) == ("stop", False)
+    assert "spot -> stop FAILED, checkpoint NOT landed" in _command.table([node], now=1000000.0)
+    stopped = from_metrics("gpu-a", failed.replace("action=\"stop\"} 0", "action=\"stop\"} 1"))
+    assert stopped.final_action_ok is True
+    assert "spot -> stop, checkpoint" in _command.table([stopped], now=1000000.0)
+    # A daemon that does not write the metric: unknown, not failed.
+    assert from_metrics("gpu-a", METRICS).final_action_ok is None
+
+
 def test_a_cap_of_nan_is_no_cap_and_a_missing_cap_is_unknown():
     assert from_metrics("gpu-a", METRICS).capped is True
     assert from_metrics("gpu-b", BLIND).capped is False

@@ -55,14 +55,18 @@ class Node:
 
 
 class Commands:
-    def __init__(self):
+    """Stands in for subprocess.run: records argv; exit status 0 unless
+    ``answers`` gives the program's."""
+
+    def __init__(self, answers=None):
         self.calls = []
+        self.answers = answers or {}
 
     def __call__(self, argv, **kwargs):
         import subprocess
 
         self.calls.append(argv)
-        return subprocess.CompletedProcess(argv, 0, "", "")
+        return subprocess.CompletedProcess(argv, self.answers.get(argv[0], 0), "", "")
 
 
 def config_file(tmp_path, **changes):
@@ -113,6 +117,20 @@ def test_a_spot_notice_is_acted_on_once_even_across_a_restart(tmp_path):
     assert f'gpufleet_guard_spot_deadline_timestamp_seconds{{cloud="aws"}} {DEADLINE!r}' in text
     assert 'gpufleet_guard_last_event_timestamp_seconds{reason="spot",action="none"}' in text
     assert 'gpufleet_guard_checkpoint_landed{reason="spot"} NaN' in text  # no hook: unknown, not 0 or 1
+    assert 'gpufleet_guard_final_action_ok{reason="spot",action="none"} NaN' in text  # nothing to go through
+
+
+@pytest.mark.parametrize(("rc", "shown"), [(0, "1"), (2, "0")])
+def test_whether_the_stop_went_through_is_a_metric(tmp_path, rc, shown):
+    # 0 is the case to alert on: the node still runs, and is billed.
+    meta = Metadata("aws")
+    meta.notice = NOTICE
+    commands = Commands(answers={"/usr/local/bin/stop-me": rc})
+    with running(meta) as url:
+        make(tmp_path, url, commands=commands,
+             actions={"final_action": "stop", "stop_command": ["/usr/local/bin/stop-me"]}).poll()
+    assert ["/usr/local/bin/stop-me"] in commands.calls
+    assert f'gpufleet_guard_final_action_ok{{reason="spot",action="stop"}} {shown}' in metrics(tmp_path)
 
 
 @pytest.mark.parametrize("fault", ["500", "garbage", "drop"])

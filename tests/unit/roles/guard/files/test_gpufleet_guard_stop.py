@@ -127,7 +127,25 @@ def test_an_instance_the_cloud_does_not_know_is_refused_not_retried(cloud, tmp_p
     assert emulator.stops == []
 
 
-def test_an_instance_stopped_between_the_read_and_the_call_is_already_stopped(tmp_path, capsys):
+def test_an_instance_listed_without_its_state_is_unknown_and_not_stopped():
+    class NoState:
+        ALREADY = ()
+        stopped = False
+
+        def state(self):
+            return None
+
+        def stop(self):
+            self.stopped = True
+
+    adapter = NoState()
+    config = {"cloud": "aliyun", "region": "cn-hangzhou", "instance_id": "i-1"}
+    with pytest.raises(stopper.StopError, match="without its state") as raised:
+        stopper.stop(config, adapter)
+    assert raised.value.retry is True and adapter.stopped is False
+
+
+def test_an_instance_stopped_between_the_read_and_the_call_is_already_stopped():
     # The cloud refuses the stop for the instance's state; the stopper
     # reads the state again instead of failing or trying forever.
     with TencentEmulator() as emulator:

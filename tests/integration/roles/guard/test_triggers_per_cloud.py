@@ -239,3 +239,8 @@ def test_huawei_says_it_has_no_notice_and_idle_gpus_stop_the_instance_once(lab):
     wait_for(lambda: finished(name), "the guard's record of its final action", 30)
     assert the_event(name)["reason"] == "idle"
     assert emulator.count("BatchStopServers") == 1 and inst["state"] == "stopped"
+
+    # Back to notify only: the access key leaves the node.
+    rc, out, _stats = apply_role(name, "gpufleet.cloud.guard", guard_vars(lab, "huawei", guard_final_action="none"))
+    assert rc == 0, out[-4000:]
+    assert sh(name, "test -e /etc/gpufleet/guard/stop.json", check=False).returncode != 0

@@ -97,9 +97,8 @@ class Aliyun:
         except self.sdk_error as exc:
             status = getattr(exc, "status_code", None)
             code = exc.code or ""
-            if status is None or status >= 500 or code.startswith(self.TRANSIENT):
-                raise StopError(f"{method}: {code} {exc.message}", retry=True, code=code) from exc
-            raise StopError(f"{method}: {code} {exc.message}", retry=False, code=code) from exc
+            retry = status is None or status >= 500 or code.startswith(self.TRANSIENT)
+            raise StopError(f"{method}: {code} {exc.message}", retry=retry, code=code) from exc
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # Transport errors the SDK lets through unwrapped (sockets, timeouts).
             raise StopError(f"{method}: {type(exc).__name__}: {exc}", retry=True) from exc

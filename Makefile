@@ -33,6 +33,7 @@ help:
 	@echo "make ee-image EE_TAG=REGISTRY/NAME:TAG   build that image (needs registries: see docs/awx.md)"
 	@echo "make molecule SCENARIO=baseline   one role's scenario"
 	@echo "make gpu       GPU stack on this machine (needs an NVIDIA GPU)"
+	@echo "make gpu-probe OUT=DIR   read-only nvidia-smi capture and checks into DIR (no venv; changes nothing)"
 	@echo "make lab-down  remove the lab fleet"
 
 # ---- dependencies --------------------------------------------------------
@@ -231,6 +232,14 @@ soak: venv collections
 # roles (it installs a driver and may reboot) and runs the gpu-marked tests.
 gpu: venv collections
 	@$(call timed,gpu,$(BIN)/molecule test -s gpu)
+
+# For a GPU machine lent for a few minutes, bare and offline: captures what
+# nvidia-smi says and runs the parser and node_health's checks on it, reading
+# only (see tools/gpu-probe --help). No venv: it needs Python 3 alone.
+.PHONY: gpu-probe
+gpu-probe:
+	@test -n "$(OUT)" || { echo "usage: make gpu-probe OUT=DIR" >&2; exit 2; }
+	tools/gpu-probe --out $(OUT)
 
 # ---- benchmarks (never part of make test) ------------------------------
 .PHONY: bench-inventory bench-fleet bench-revisions

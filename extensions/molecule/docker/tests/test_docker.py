@@ -2,8 +2,9 @@
 
 docker-debian12: the distribution's engine, GPU support off, data root and
 sockets at Docker's defaults. docker-debian13: GPU support forced on with the
-toolkit from a signed file mirror (a stand-in package, see
-files/make-test-mirror.sh), the data root on a separate disk, and the API on
+toolkit from a local copy of NVIDIA's repository (stand-in packages, see
+tests/emulators/nvidia_repos.py, served on the node's loopback by
+../shared/nvidia_repos.yml), the data root on a separate disk, and the API on
 TCP with TLS on the node's loopback."""
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ IMAGE = "gpufleet-test/rootfs:1"
 STARTED = "MESSAGE_ID=39f53479d3a045ac8e11786248231fbf"
 TLS = "--tlsverify --tlscacert /srv/tls/ca.pem -H tcp://127.0.0.1:2376"
 CLIENT_CERT = "--tlscert /srv/tls/client-cert.pem --tlskey /srv/tls/client-key.pem"
+# The stand-in toolkit's version in tests/emulators/nvidia_repos.py.
+TOOLKIT_VERSION = "1.18.0-1"
 
 
 def is_gpu_node(host) -> bool:
@@ -48,12 +51,13 @@ def test_engine_and_toolkit_installed(host):
     if is_gpu_node(host):
         assert_package(host, "docker-cli")
         # From the mirror, through the role's key and repository.
-        assert toolkit.is_installed and toolkit.version.endswith("gpufleet.test")
+        assert toolkit.is_installed and toolkit.version == TOOLKIT_VERSION
+        assert_package(host, "nvidia-container-toolkit-base")
         assert_file(
             host,
             "/etc/apt/sources.list.d/gpufleet-nvidia-container-toolkit.sources",
             contains=(
-                "URIs: file:///srv/mirror/nvidia/amd64",
+                "URIs: http://127.0.0.1:8089/libnvidia-container/stable/deb/amd64",
                 "Suites: /",
                 "Signed-By: /etc/apt/keyrings/gpufleet-nvidia-container-toolkit.asc",
             ),

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils._nvidia_smi import (
@@ -11,6 +14,10 @@ from ansible_collections.gpufleet.cloud.plugins.module_utils._nvidia_smi import 
     parse_nvlink_status,
     parse_query_xml,
 )
+
+# Real logs that tools/gpu-probe --fixture-name captured_... copied from a
+# machine; none is checked in yet, and then this parametrisation is empty.
+CAPTURED = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi").glob("captured_*.xml"))
 
 
 def test_h100_sxm_r550_versions_and_identity(fixture_text):
@@ -123,3 +130,20 @@ def test_merge_nvlinks_gives_every_gpu_a_list(fixture_text):
     merge_nvlinks(facts, {1: [{"link": 0, "active": True, "speed_gbps": 26.562}]})
     assert facts["gpus"][0]["nvlinks"] == []
     assert facts["gpus"][1]["nvlinks"][0]["link"] == 0
+
+
+@pytest.mark.parametrize("path", CAPTURED, ids=[path.name for path in CAPTURED])
+def test_a_captured_log_names_identifies_and_sizes_every_gpu(path):
+    """Whatever the GPU and driver branch of a capture: no GPU lost, each
+    with its identity, and modes as booleans or None, never nvidia-smi's words."""
+    text = path.read_text(encoding="utf-8")
+    facts = parse_query_xml(text)
+    assert facts["driver_version"] and facts["cuda_version"]
+    assert facts["count"] == text.count("<gpu id=") >= 1
+    for index, gpu in enumerate(facts["gpus"]):
+        assert gpu["index"] == index and gpu["name"]
+        assert gpu["uuid"].startswith("GPU-")
+        assert re.fullmatch(r"[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]", gpu["pci_bus_id"], re.IGNORECASE)
+        assert gpu["memory_total_mib"] > 0
+        for mode in (gpu["ecc_mode"]["current"], gpu["persistence_mode"], gpu["mig_mode"]["current"]):
+            assert mode in (True, False, None)

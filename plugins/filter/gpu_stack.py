@@ -38,6 +38,7 @@ DRIVER_BRANCH_MAX_CUDA = {
     "570": "12.8",
     "575": "12.9",
     "580": "13.0",
+    "590": "13.1",
 }
 
 # dkms 2.x: "nvidia-current, 535.309.01, 6.1.0-18-amd64, x86_64: installed"

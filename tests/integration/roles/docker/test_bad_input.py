@@ -52,6 +52,7 @@ CASES = {
     "nccl value that is not a scalar": ({"nccl_conf": {"NCCL_DEBUG": ["INFO"]}}, "docker_nccl_env"),
     "relative data root": ({"docker_data_root": "data/docker"}, "docker_data_root"),
     "bad repository url": ({"docker_nvidia_repo_url": "nvidia.github.io/libnvidia-container"}, "docker_nvidia_repo_url"),
+    "key id for a fingerprint": ({"docker_nvidia_repo_key_fingerprints": ["F796ECB0"]}, "docker_nvidia_repo_key_fingerprints"),
 }
 
 

@@ -42,7 +42,8 @@ def test_cuda_max_by_branch_or_version(driver, cuda):
 
 
 def test_cuda_max_extra_branches_extend_and_override():
-    assert f.nvidia_cuda_max("590.44.01", {"590": "13.1"}) == "13.1"
+    assert f.nvidia_cuda_max("595.10.01") == ""
+    assert f.nvidia_cuda_max("595.10.01", {"595": "13.2"}) == "13.2"
     assert f.nvidia_cuda_max("550", {550: "12.3"}) == "12.3"
 
 

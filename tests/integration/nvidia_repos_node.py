@@ -1,0 +1,43 @@
+"""A local copy of NVIDIA's repositories (tests/emulators/nvidia_repos.py)
+served on a test node's loopback, through the same tasks the Molecule
+scenarios' prepare uses (extensions/molecule/shared/nvidia_repos.yml)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.integration.helpers import PODMAN_CONNECTION, ROOT, node_exec, run_playbook
+
+# What the roles' *_mirror_url is set to: the directory above <platform>/<arch>/.
+CUDA_MIRROR = "http://127.0.0.1:8089/cuda"
+SERVE = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: Serve the local copy of NVIDIA's repositories
+      ansible.builtin.import_tasks: {tasks}
+"""
+
+
+def serve_nvidia_repos(node: str, workdir: Path) -> dict:
+    """Build and serve the repositories on `node`; returns their manifest
+    (keys' fingerprints, packages)."""
+    play = workdir / "serve-nvidia-repos.yml"
+    play.write_text(SERVE.format(tasks=ROOT / "extensions/molecule/shared/nvidia_repos.yml"))
+    generator = ROOT / "tests/emulators/nvidia_repos.py"
+    result = run_playbook("-i", f"{node},", "-c", PODMAN_CONNECTION, "-e", f"nvidia_repos_generator={generator}",
+                          str(play))
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
+    return json.loads(node_exec(node, "cat", "/srv/mirror/nvidia/manifest.json").stdout)
+
+
+def installed(node: str) -> dict[str, str]:
+    """Installed packages and their versions."""
+    out = node_exec(node, "dpkg-query", "-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\n").stdout
+    # The status's second letter is the state: "ii" installed, "hi" installed and held.
+    return {row[0]: row[1] for row in map(str.split, out.splitlines()) if len(row) > 2 and row[2][1:2] == "i"}
+
+
+def held(node: str) -> set[str]:
+    return set(node_exec(node, "apt-mark", "showhold").stdout.split())

@@ -1,0 +1,108 @@
+"""CUDA and NCCL from NVIDIA's repository layout (a local copy, served on
+the node's loopback; tests/emulators/nvidia_repos.py): two toolkits side
+by side with the default one selected, and NCCL's build matched to the
+default toolkit, then both moved to the other toolkit. A toolkit or an
+NCCL build the repository does not have is refused before anything changes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.helpers import (
+    PODMAN_CONNECTION,
+    assert_refused_before_any_change,
+    node_exec,
+    recap,
+    run_playbook,
+)
+from tests.integration.nvidia_repos_node import CUDA_MIRROR, held, installed, serve_nvidia_repos
+
+pytestmark = pytest.mark.lab
+
+PLAY = """
+- hosts: all
+  gather_facts: true
+  roles:
+    - gpufleet.cloud.cuda
+    - gpufleet.cloud.nccl
+"""
+# NVIDIA's NCCL builds in the copy: one per toolkit.
+NCCL = {"13.0": "2.27.7-1", "12.8": "2.26.2-1"}
+
+
+@pytest.fixture(scope="module")
+def repo_node(fresh_node, tmp_path_factory):
+    manifest = serve_nvidia_repos(fresh_node, tmp_path_factory.mktemp("serve"))
+    return fresh_node, manifest["keys"]["cuda"]["fingerprint"]
+
+
+def converge(repo_node, tmp_path, default, *, check=False, **extra):
+    node, fingerprint = repo_node
+    path = tmp_path / "play.yml"
+    path.write_text(PLAY)
+    extra_vars = {
+        "cuda_source": "mirror",
+        "cuda_mirror_url": CUDA_MIRROR,
+        "cuda_repo_key_fingerprints": [fingerprint],
+        "cuda_toolkits": [{"version": "12.8", "components": ["cudart"]},
+                          {"version": "13.0", "components": ["cudart", "nvcc"]}],
+        "cuda_default_version": default,
+        # No driver on this node: the compatibility check reads this one.
+        "cuda_driver_version": "580.95.05",
+        "nccl_source": "mirror",
+        "nccl_mirror_url": CUDA_MIRROR,
+        "nccl_repo_key_fingerprints": [fingerprint],
+        "nccl_version": NCCL[default],
+        "nccl_tests": "never",
+        **extra,
+    }
+    args = ["-i", f"{node},", "-c", PODMAN_CONNECTION, "-e", json.dumps(extra_vars), str(path)]
+    return run_playbook(*(["--check"] if check else []), *args)
+
+
+def assert_default(node, default):
+    packages = installed(node)
+    for name in ("cuda-cudart-12-8", "cuda-cudart-13-0", "cuda-nvcc-13-0"):
+        assert name in packages, name
+    want_nccl = f"{NCCL[default]}+cuda{default}"
+    assert packages["libnccl2"] == packages["libnccl-dev"] == want_nccl, packages.get("libnccl2")
+    assert {"cuda-cudart-12-8", "cuda-cudart-13-0", "cuda-nvcc-13-0", "libnccl2", "libnccl-dev"} <= held(node)
+    home = node_exec(node, "readlink", "-f", "/usr/local/cuda").stdout.strip()
+    assert home == f"/usr/local/cuda-{default}"
+    query = node_exec(node, "update-alternatives", "--query", "cuda").stdout
+    assert f"Value: /usr/local/cuda-{default}" in query
+
+
+def test_two_toolkits_side_by_side_and_nccl_follows_the_default(repo_node, tmp_path):
+    node = repo_node[0]
+    fresh = converge(repo_node, tmp_path, "13.0", check=True)
+    assert fresh.returncode == 0, fresh.stdout[-5000:]
+    assert "libnccl2" not in installed(node), "check mode installed something"
+
+    for default in ("13.0", "12.8"):
+        result = converge(repo_node, tmp_path, default)
+        assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+        assert recap(result.stdout)[node]["changed"] > 0
+        assert_default(node, default)
+
+    again = converge(repo_node, tmp_path, "12.8")
+    assert recap(again.stdout)[node]["changed"] == 0, again.stdout[-5000:]
+    checked = converge(repo_node, tmp_path, "12.8", check=True)
+    assert checked.returncode == 0 and recap(checked.stdout)[node]["changed"] == 0, checked.stdout[-5000:]
+
+
+@pytest.mark.parametrize("extra, variable, says", [
+    # NCCL 2.27.7 is built for CUDA 13.0 in the copy, not for 12.8.
+    ({"nccl_version": "2.27.7-1"}, "nccl_version/nccl_cuda_version",
+     "libnccl2 has no version 2.27.7-1+cuda12.8 (it has 2.26.2-1+cuda12.8, 2.27.7-1+cuda13.0)"),
+    ({"cuda_toolkits": [{"version": "12.8", "components": ["cudart"]}, {"version": "12.9", "components": ["cudart"]}]},
+     "cuda_toolkits", "cuda-cudart-12-9 is not in it"),
+])
+def test_what_the_repository_lacks_is_refused_before_any_change(repo_node, tmp_path, extra, variable, says):
+    node = repo_node[0]
+    result = converge(repo_node, tmp_path, "12.8", **extra)
+    out = assert_refused_before_any_change(result, node, variable)
+    assert says in out

@@ -1,0 +1,121 @@
+"""The driver from NVIDIA's repository layout, the path every real user
+takes: a local copy of NVIDIA's CUDA repository (tests/emulators/
+nvidia_repos.py, signed with a key made for the test) served on the node's
+loopback, used as nvidia_driver_source=mirror.
+
+One node moves 570 -> 580 -> 590: each move releases exactly the holds the
+new branch replaces (a hold the role did not set stays), the 580 -> 590
+move crosses NVIDIA's rename (nvidia-open-580 becomes nvidia-open,
+nvidia-fabricmanager-580 nvidia-fabricmanager, and the pinning package
+arrives), and the fabric manager is always the driver's version. Then
+idempotence and check mode, and the bad inputs: a key whose fingerprint is
+not pinned, an unreachable repository, a branch and a version the
+repository does not have, each refused before anything changes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.helpers import (
+    PODMAN_CONNECTION,
+    ROLE_PLAYBOOK,
+    assert_refused_before_any_change,
+    node_exec,
+    recap,
+    run_playbook,
+)
+from tests.integration.nvidia_repos_node import CUDA_MIRROR, held, installed, serve_nvidia_repos
+
+pytestmark = pytest.mark.lab
+
+PIN_FILE = "/etc/apt/preferences.d/gpufleet-nvidia_driver"
+BRANCHES = {"570": "570.195.03", "580": "580.95.05", "590": "590.44.01"}
+# What the role holds for each branch (open modules, NVSwitch board).
+HELD = {
+    "570": {"nvidia-open-570", "nvidia-fabricmanager-570"},
+    "580": {"nvidia-open-580", "nvidia-fabricmanager-580"},
+    "590": {"nvidia-open", "nvidia-driver-pinning-590", "nvidia-fabricmanager"},
+}
+
+
+@pytest.fixture(scope="module")
+def repo_node(fresh_node, tmp_path_factory):
+    manifest = serve_nvidia_repos(fresh_node, tmp_path_factory.mktemp("serve"))
+    # A hold the role did not set, which no move may release.
+    assert node_exec(fresh_node, "apt-mark", "hold", "tzdata").returncode == 0
+    return fresh_node, manifest["keys"]["cuda"]["fingerprint"]
+
+
+def converge(repo_node, tmp_path, branch, *, check=False, **extra):
+    node, fingerprint = repo_node
+    path = tmp_path / "play.yml"
+    path.write_text(ROLE_PLAYBOOK.format(role="gpufleet.cloud.nvidia_driver"))
+    extra_vars = {
+        "nvidia_driver_source": "mirror",
+        "nvidia_driver_mirror_url": CUDA_MIRROR,
+        "nvidia_driver_repo_key_fingerprints": [fingerprint],
+        "nvidia_driver_branch": branch,
+        "nvidia_driver_version": BRANCHES.get(branch, ""),
+        "nvidia_driver_kernel_modules": "open",
+        "nvidia_driver_fabricmanager": "always",
+        **extra,
+    }
+    args = ["-i", f"{node},", "-c", PODMAN_CONNECTION, "-e", json.dumps(extra_vars), str(path)]
+    return run_playbook(*(["--check"] if check else []), *args)
+
+
+def assert_branch(node, branch):
+    version = BRANCHES[branch]
+    assert held(node) == HELD[branch] | {"tzdata"}
+    packages = installed(node)
+    for name in HELD[branch] | {"nvidia-kernel-open-dkms", "libcuda1", "libnvidia-ml1"}:
+        assert packages.get(name, "").startswith(version + "-"), (name, packages.get(name))
+    # Only one branch's metapackages and fabric manager are left.
+    others = {name for b, names in HELD.items() if b != branch for name in names} - HELD[branch]
+    assert not others & set(packages), others & set(packages)
+    assert f"Pin: version {version}*" in node_exec(node, "cat", PIN_FILE).stdout
+    assert node_exec(node, "systemctl", "is-enabled", "nvidia-fabricmanager").stdout.strip() == "enabled"
+
+
+def test_branches_move_across_the_rename(repo_node, tmp_path):
+    node = repo_node[0]
+    fresh = converge(repo_node, tmp_path, "570", check=True)
+    assert fresh.returncode == 0, fresh.stdout[-5000:]
+    assert not installed(node).keys() & HELD["570"], "check mode installed something"
+
+    for branch in ("570", "580", "590"):
+        result = converge(repo_node, tmp_path, branch)
+        assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+        assert recap(result.stdout)[node]["changed"] > 0
+        assert_branch(node, branch)
+
+    # 590 after the rename: the pinning package NVIDIA ships is the branch's.
+    assert node_exec(node, "test", "-e", "/etc/apt/preferences.d/nvidia-driver-pinning-590").returncode == 0
+    again = converge(repo_node, tmp_path, "590")
+    assert recap(again.stdout)[node]["changed"] == 0, again.stdout[-5000:]
+    checked = converge(repo_node, tmp_path, "590", check=True)
+    assert checked.returncode == 0 and recap(checked.stdout)[node]["changed"] == 0, checked.stdout[-5000:]
+
+
+@pytest.mark.parametrize("extra, variable, says", [
+    # A key whose fingerprint is not pinned: NVIDIA's default pin against this mirror's own key.
+    ({"nvidia_driver_repo_key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"]},
+     "nvidia_driver_repo_key_fingerprints", "is not pinned"),
+    ({"nvidia_driver_repo_key_fingerprints": ["3BF863CC"]}, "nvidia_driver_repo_key_fingerprints",
+     "is not a key fingerprint"),
+    ({"nvidia_driver_mirror_url": "http://127.0.0.1:9/cuda"}, "nvidia_driver_mirror_url", "cannot be fetched"),
+    ({"nvidia_driver_version": "580.99.99"}, "nvidia_driver_branch/nvidia_driver_version",
+     "nvidia-open-580 has no version 580.99.99*"),
+    ({"nvidia_driver_branch": "575", "nvidia_driver_version": "575.64.05"},
+     "nvidia_driver_branch/nvidia_driver_version", "nvidia-open-575 is not in it"),
+])
+def test_bad_repository_input_is_refused_before_any_change(repo_node, tmp_path, extra, variable, says):
+    node = repo_node[0]
+    before = node_exec(node, "cat", PIN_FILE).stdout
+    result = converge(repo_node, tmp_path, extra.pop("nvidia_driver_branch", "580"), **extra)
+    out = assert_refused_before_any_change(result, node, variable)
+    assert says in out
+    assert node_exec(node, "cat", PIN_FILE).stdout == before

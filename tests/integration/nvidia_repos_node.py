@@ -20,14 +20,16 @@ SERVE = """
 """
 
 
-def serve_nvidia_repos(node: str, workdir: Path) -> dict:
+def serve_nvidia_repos(node: str, workdir: Path, *, as_nvidia: bool = False) -> dict:
     """Build and serve the repositories on `node`; returns their manifest
-    (keys' fingerprints, packages)."""
+    (keys' fingerprints, packages). `as_nvidia` also serves the CUDA copy at
+    NVIDIA's own URL (https://developer.download.nvidia.com/compute/cuda/
+    repos/), for the roles' default source."""
     play = workdir / "serve-nvidia-repos.yml"
     play.write_text(SERVE.format(tasks=ROOT / "extensions/molecule/shared/nvidia_repos.yml"))
     generator = ROOT / "tests/emulators/nvidia_repos.py"
-    result = run_playbook("-i", f"{node},", "-c", PODMAN_CONNECTION, "-e", f"nvidia_repos_generator={generator}",
-                          str(play))
+    extra = {"nvidia_repos_generator": str(generator), "nvidia_repos_as_nvidia": as_nvidia}
+    result = run_playbook("-i", f"{node},", "-c", PODMAN_CONNECTION, "-e", json.dumps(extra), str(play))
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
     return json.loads(node_exec(node, "cat", "/srv/mirror/nvidia/manifest.json").stdout)
 

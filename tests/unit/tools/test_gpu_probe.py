@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-PROBE = ROOT / "tools" / "gpu-probe"
+PROBE = ROOT / "tools" / "gpu_probe.py"
 FIXTURES = ROOT / "tests" / "unit" / "plugins" / "fixtures" / "nvidia_smi"
 XML = FIXTURES / "h100_sxm_x2_r550.xml"
 TOPO = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV18\t0-47\nGPU1\tNV18\t X \t0-47\n"

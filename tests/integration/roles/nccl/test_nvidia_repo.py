@@ -1,8 +1,11 @@
-"""CUDA and NCCL from NVIDIA's repository layout (a local copy, served on
-the node's loopback; tests/emulators/nvidia_repos.py): two toolkits side
-by side with the default one selected, and NCCL's build matched to the
-default toolkit, then both moved to the other toolkit. A toolkit or an
-NCCL build the repository does not have is refused before anything changes.
+"""CUDA and NCCL from the roles' default source, cuda_repo: NVIDIA's URL,
+answered by a local copy of NVIDIA's repository (tests/emulators/
+nvidia_repos.py) that the node reaches at developer.download.nvidia.com on
+its loopback, over HTTPS with a test CA it trusts. (The driver's test uses
+the same copy as a mirror.) Two toolkits side by side with the default one
+selected, and NCCL's build matched to the default toolkit, then both moved
+to the other toolkit. A toolkit or an NCCL build the repository does not
+have is refused before anything changes.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from tests.integration.helpers import (
     recap,
     run_playbook,
 )
-from tests.integration.nvidia_repos_node import CUDA_MIRROR, held, installed, serve_nvidia_repos
+from tests.integration.nvidia_repos_node import held, installed, serve_nvidia_repos
 
 pytestmark = pytest.mark.lab
 
@@ -35,7 +38,7 @@ NCCL = {"13.0": "2.27.7-1", "12.8": "2.26.2-1"}
 
 @pytest.fixture(scope="module")
 def repo_node(fresh_node, tmp_path_factory):
-    manifest = serve_nvidia_repos(fresh_node, tmp_path_factory.mktemp("serve"))
+    manifest = serve_nvidia_repos(fresh_node, tmp_path_factory.mktemp("serve"), as_nvidia=True)
     return fresh_node, manifest["keys"]["cuda"]["fingerprint"]
 
 
@@ -43,17 +46,14 @@ def converge(repo_node, tmp_path, default, *, check=False, **extra):
     node, fingerprint = repo_node
     path = tmp_path / "play.yml"
     path.write_text(PLAY)
+    # The sources are the defaults (cuda_repo); only the key is the copy's.
     extra_vars = {
-        "cuda_source": "mirror",
-        "cuda_mirror_url": CUDA_MIRROR,
         "cuda_repo_key_fingerprints": [fingerprint],
         "cuda_toolkits": [{"version": "12.8", "components": ["cudart"]},
                           {"version": "13.0", "components": ["cudart", "nvcc"]}],
         "cuda_default_version": default,
         # No driver on this node: the compatibility check reads this one.
         "cuda_driver_version": "580.95.05",
-        "nccl_source": "mirror",
-        "nccl_mirror_url": CUDA_MIRROR,
         "nccl_repo_key_fingerprints": [fingerprint],
         "nccl_version": NCCL[default],
         "nccl_tests": "never",
@@ -74,6 +74,8 @@ def assert_default(node, default):
     assert home == f"/usr/local/cuda-{default}"
     query = node_exec(node, "update-alternatives", "--query", "cuda").stdout
     assert f"Value: /usr/local/cuda-{default}" in query
+    sources = node_exec(node, "cat", "/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources").stdout
+    assert "URIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/" in sources
 
 
 def test_two_toolkits_side_by_side_and_nccl_follows_the_default(repo_node, tmp_path):

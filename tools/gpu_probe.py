@@ -93,6 +93,18 @@ CSV_FORMAT = "--format=csv,noheader,nounits"
 # --query-gpu form is checked apart (any fields, CSV output).
 READ_ONLY_SMI = (("-q", "-x"), ("topo", "-m"), ("nvlink", "-s"))
 NCCL_ARGS = ["-b", "8M", "-e", "128M", "-f", "2"]
+# node_health's defaults for its checks (node_health_<key> in
+# roles/node_health/defaults/main.yml; a unit test keeps them equal). A
+# bare machine has no YAML parser to read them from there.
+HEALTH_DEFAULTS = {
+    "driver_version": "",
+    "persistence_mode": True,
+    "ecc_required": True,
+    "ecc_max_uncorrected": 0,
+    "pcie": True,
+    "xid_window_minutes": 60,
+    "xid_ignore": [13, 31, 43, 45],
+}
 FIXTURE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 # How long a process gets to go after SIGKILL before it is left behind: one
 # stuck in the driver (state D) never goes, and must not hang the probe.
@@ -336,13 +348,7 @@ def health_checks(runner: Runner, smi: str, expected, nccl: str | None) -> dict:
     health.run = runner.for_health
     cfg = {
         "expected_gpu_count": expected,
-        "driver_version": "",
-        "persistence_mode": True,
-        "ecc_required": True,
-        "ecc_max_uncorrected": 0,
-        "pcie": True,
-        "xid_window_minutes": 60,
-        "xid_ignore": [13, 31, 43, 45],
+        **HEALTH_DEFAULTS,
         "nccl": {"enabled": bool(nccl), "on_timer": False, "binary": nccl or "", "args": NCCL_ARGS,
                  "min_busbw_gbps": 0.0, "timeout_seconds": runner.timeout},
         "nvidia_smi": smi,

@@ -4,12 +4,14 @@ ever asks nvidia-smi read-only questions."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 PROBE = ROOT / "tools" / "gpu_probe.py"
@@ -249,3 +251,13 @@ def test_bad_usage_exits_2(tmp_path, args):
     proc = subprocess.run([sys.executable, str(PROBE), *args], cwd=tmp_path, capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 2 and "usage" in proc.stderr
+
+
+def test_the_probes_health_settings_are_the_roles_defaults():
+    """The probe runs node_health's checks with the role's defaults; it
+    carries a copy, as a bare machine cannot read the role's YAML."""
+    spec = importlib.util.spec_from_file_location("gpu_probe_settings", PROBE)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    defaults = yaml.safe_load((ROOT / "roles/node_health/defaults/main.yml").read_text())
+    assert probe.HEALTH_DEFAULTS == {key: defaults["node_health_" + key] for key in probe.HEALTH_DEFAULTS}

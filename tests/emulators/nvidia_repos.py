@@ -376,20 +376,60 @@ def _nccl_packages(nccl: str, cuda: str, arch: str) -> list[Package]:
 # --- DCGM ------------------------------------------------------------------
 # DCGM User Guide, Getting Started
 # (https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/getting-started.html):
-# datacenter-gpu-manager-4-core and -4-cuda<major>, epoch 1.
-DCGM_VERSION = "1:4.4.1-1"
+# datacenter-gpu-manager-4-core and -4-cuda<major>, epoch 1; the host
+# engine runs as the nvidia-dcgm service (`systemctl --now enable
+# nvidia-dcgm`) and listens on 127.0.0.1:5555 unless told otherwise
+# (nv-hostengine --help: -p 5555, -b localhost). Two versions, so a move
+# from one to the other is tested.
+DCGM_VERSIONS = ("1:4.2.3-1", "1:4.4.1-1")
+DCGM_PORT = 5555
+DCGM_UNIT = """\
+[Unit]
+Description=NVIDIA DCGM service (gpufleet test stand-in)
+
+[Service]
+Type=simple
+ExecStart=/usr/bin/nv-hostengine -n
+Restart=on-abort
+
+[Install]
+WantedBy=multi-user.target
+"""
+# Listens where the real host engine does, answers each connection with its
+# version, and records that it was started; -n is "do not daemonise".
+NV_HOSTENGINE = f"""\
+#!/usr/bin/python3
+import socket, sys, time
+with open("/run/gpufleet-test-dcgm.log", "a") as log:
+    log.write(time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime()) + "nv-hostengine " + " ".join(sys.argv[1:]) + "\\n")
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", {DCGM_PORT}))
+server.listen()
+while True:
+    conn, _ = server.accept()
+    conn.sendall(b"gpufleet test stand-in DCGM {{version}}\\n")
+    conn.close()
+"""
 
 
 def _dcgm_packages() -> list[Package]:
     core = "datacenter-gpu-manager-4-core"
+    return [package for version in DCGM_VERSIONS for package in _dcgm_release(core, version)]
+
+
+def _dcgm_release(core: str, version: str) -> list[Package]:
     return [
-        _pkg(core, DCGM_VERSION, "NVIDIA Datacenter GPU Manager core"),
+        _pkg(core, version, "NVIDIA Datacenter GPU Manager core", files={
+            "/usr/bin/nv-hostengine": _script(NV_HOSTENGINE.replace("{version}", version)),
+            "/usr/lib/systemd/system/nvidia-dcgm.service": (DCGM_UNIT, 0o644),
+        }),
         *(
             _pkg(
                 f"datacenter-gpu-manager-4-cuda{major}",
-                DCGM_VERSION,
+                version,
                 f"NVIDIA Datacenter GPU Manager, CUDA {major} components",
-                depends=[_exact(core, DCGM_VERSION)],
+                depends=[_exact(core, version)],
             )
             for major in ("12", "13")
         ),
@@ -413,9 +453,6 @@ NVIDIA_CTK = r'''#!/usr/bin/python3
 import argparse
 import json
 import os
-import re
-import shutil
-import subprocess
 import sys
 
 VERSION = "@VERSION@"
@@ -440,11 +477,14 @@ def configure(args):
 
 
 def gpus():
-    smi = shutil.which("nvidia-smi")
-    result = subprocess.run([smi, "-L"], capture_output=True, text=True) if smi else None
-    if result is None or result.returncode != 0:
+    # The real one asks NVML, which asks the driver; the stand-in reads the
+    # driver's own list, as gpufleet's node facts do. A test points it at
+    # a directory of its own with GPUFLEET_TEST_NVIDIA_PROC.
+    proc = os.environ.get("GPUFLEET_TEST_NVIDIA_PROC", "/proc/driver/nvidia")
+    try:
+        return sorted(os.listdir(os.path.join(proc, "gpus")))
+    except OSError:
         return None
-    return [line for line in result.stdout.splitlines() if re.match(r"GPU \d+:", line)]
 
 
 def generate(args):

@@ -10,28 +10,13 @@ have is refused before anything changes.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.integration.helpers import (
-    PODMAN_CONNECTION,
-    assert_refused_before_any_change,
-    node_exec,
-    recap,
-    run_playbook,
-)
-from tests.integration.nvidia_repos_node import held, installed, serve_nvidia_repos
+from tests.integration.helpers import assert_refused_before_any_change, node_exec, recap
+from tests.integration.nvidia_repos_node import held, installed, run_roles, serve_nvidia_repos
 
 pytestmark = pytest.mark.lab
 
-PLAY = """
-- hosts: all
-  gather_facts: true
-  roles:
-    - gpufleet.cloud.cuda
-    - gpufleet.cloud.nccl
-"""
 # NVIDIA's NCCL builds in the copy: one per toolkit.
 NCCL = {"13.0": "2.27.7-1", "12.8": "2.26.2-1"}
 
@@ -44,8 +29,6 @@ def repo_node(fresh_node, tmp_path_factory):
 
 def converge(repo_node, tmp_path, default, *, check=False, **extra):
     node, fingerprint = repo_node
-    path = tmp_path / "play.yml"
-    path.write_text(PLAY)
     # The sources are the defaults (cuda_repo); only the key is the copy's.
     extra_vars = {
         "cuda_repo_key_fingerprints": [fingerprint],
@@ -59,8 +42,7 @@ def converge(repo_node, tmp_path, default, *, check=False, **extra):
         "nccl_tests": "never",
         **extra,
     }
-    args = ["-i", f"{node},", "-c", PODMAN_CONNECTION, "-e", json.dumps(extra_vars), str(path)]
-    return run_playbook(*(["--check"] if check else []), *args)
+    return run_roles(node, tmp_path, ["gpufleet.cloud.cuda", "gpufleet.cloud.nccl"], extra_vars, check=check)
 
 
 def assert_default(node, default):

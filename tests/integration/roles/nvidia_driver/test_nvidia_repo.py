@@ -86,7 +86,14 @@ def test_branches_move_across_the_rename(repo_node, tmp_path):
     assert fresh.returncode == 0, fresh.stdout[-5000:]
     assert not installed(node).keys() & HELD["570"], "check mode installed something"
 
-    for branch in ("570", "580", "590"):
+    for previous, branch in ((None, "570"), ("570", "580"), ("580", "590")):
+        if previous:
+            # Check mode before a move: it tells the move, and makes none
+            # (apt's simulation must get past the holds the move releases).
+            preview = converge(repo_node, tmp_path, branch, check=True)
+            assert preview.returncode == 0, preview.stdout[-6000:] + preview.stderr[-2000:]
+            assert recap(preview.stdout)[node]["changed"] > 0
+            assert_branch(node, previous)
         result = converge(repo_node, tmp_path, branch)
         assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
         assert recap(result.stdout)[node]["changed"] > 0

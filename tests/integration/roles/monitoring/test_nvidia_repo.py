@@ -1,0 +1,114 @@
+"""DCGM's host engine from NVIDIA's repository (monitoring_dcgm_hostengine):
+first from the default source, cuda_repo, answered at NVIDIA's own URL by
+the local copy of NVIDIA's repository (tests/emulators/nvidia_repos.py),
+then from the same copy as a mirror, moving DCGM's version and its CUDA
+package at once. The host engine must run the pinned version (a version
+change restarts it), a stopped engine is drift that a run repairs, and
+what the repository lacks is refused before anything changes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.helpers import assert_refused_before_any_change, node_exec, recap
+from tests.integration.nvidia_repos_node import CUDA_MIRROR, held, installed, run_roles, serve_nvidia_repos
+
+pytestmark = pytest.mark.lab
+
+CORE = "datacenter-gpu-manager-4-core"
+# Asks the engine on its port; the copy's stand-in answers with its version.
+ASK_ENGINE = ("import socket; s = socket.create_connection(('127.0.0.1', 5555), timeout=5); "
+              "print(s.recv(200).decode().strip())")
+
+
+@pytest.fixture(scope="module")
+def repo_node(fresh_node, tmp_path_factory):
+    manifest = serve_nvidia_repos(fresh_node, tmp_path_factory.mktemp("serve"), as_nvidia=True)
+    return fresh_node, manifest["keys"]["cuda"]["fingerprint"]
+
+
+def converge(repo_node, tmp_path, *, check=False, **extra):
+    node, fingerprint = repo_node
+    extra_vars = {
+        # Only the host engine: the exporters have their own tests.
+        "monitoring_node_exporter": False,
+        "monitoring_gpu_exporter": "none",
+        "monitoring_dcgm_hostengine": True,
+        "monitoring_dcgm_repo_key_fingerprints": [fingerprint],
+        "monitoring_dcgm_version": "4.2.3",
+        # No driver on this node to tell the CUDA major.
+        "monitoring_dcgm_cuda_major": 12,
+        **extra,
+    }
+    return run_roles(node, tmp_path, ["gpufleet.cloud.monitoring"], extra_vars, check=check)
+
+
+def assert_ok(result, node, *, changed: bool):
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    stats = recap(result.stdout)[node]
+    assert (stats["changed"] > 0) == changed, result.stdout[-5000:]
+
+
+def engine_answer(node: str) -> str:
+    return node_exec(node, "python3", "-c", ASK_ENGINE).stdout.strip()
+
+
+def assert_dcgm(node: str, version: str, cuda: str, source_url: str):
+    packages = installed(node)
+    assert packages.get(CORE) == version
+    assert packages.get(f"datacenter-gpu-manager-4-cuda{cuda}") == version
+    other = {"12": "13", "13": "12"}[cuda]
+    assert f"datacenter-gpu-manager-4-cuda{other}" not in packages, "the replaced CUDA package stayed"
+    assert {CORE, f"datacenter-gpu-manager-4-cuda{cuda}"} <= held(node)
+    assert node_exec(node, "systemctl", "is-enabled", "nvidia-dcgm").stdout.strip() == "enabled"
+    # The running engine is the pinned version, not the one it started as.
+    assert engine_answer(node) == f"gpufleet test stand-in DCGM {version}"
+    sources = node_exec(node, "cat", "/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources").stdout
+    assert f"URIs: {source_url}/debian12/x86_64/" in sources
+
+
+def test_dcgm_from_nvidias_url_then_from_a_mirror(repo_node, tmp_path):
+    node = repo_node[0]
+    fresh = converge(repo_node, tmp_path, check=True)
+    assert_ok(fresh, node, changed=True)
+    assert CORE not in installed(node), "check mode installed DCGM"
+
+    assert_ok(converge(repo_node, tmp_path), node, changed=True)
+    assert_dcgm(node, "1:4.2.3-1", "12", "https://developer.download.nvidia.com/compute/cuda/repos")
+    assert_ok(converge(repo_node, tmp_path), node, changed=False)
+    assert_ok(converge(repo_node, tmp_path, check=True), node, changed=False)
+
+    # What the node runs, not what was written: a stopped engine is drift.
+    node_exec(node, "systemctl", "stop", "nvidia-dcgm")
+    assert_ok(converge(repo_node, tmp_path, check=True), node, changed=True)
+    assert node_exec(node, "systemctl", "is-active", "nvidia-dcgm").stdout.strip() != "active"
+
+    moved = {"monitoring_dcgm_source": "mirror", "monitoring_dcgm_mirror_url": CUDA_MIRROR,
+             "monitoring_dcgm_version": "4.4.1-1", "monitoring_dcgm_cuda_major": 13}
+    assert_ok(converge(repo_node, tmp_path, check=True, **moved), node, changed=True)
+    assert installed(node)[CORE] == "1:4.2.3-1", "check mode moved DCGM"
+    assert_ok(converge(repo_node, tmp_path, **moved), node, changed=True)
+    assert_dcgm(node, "1:4.4.1-1", "13", CUDA_MIRROR)
+    assert_ok(converge(repo_node, tmp_path, **moved), node, changed=False)
+    assert_ok(converge(repo_node, tmp_path, check=True, **moved), node, changed=False)
+
+
+@pytest.mark.parametrize("extra, variable, says", [
+    ({"monitoring_dcgm_version": "4.9.9"}, "monitoring_dcgm_version/monitoring_dcgm_cuda_major",
+     "has no version 1:4.9.9-*"),
+    ({"monitoring_dcgm_cuda_major": 11}, "monitoring_dcgm_version/monitoring_dcgm_cuda_major",
+     "datacenter-gpu-manager-4-cuda11 is not in it"),
+    ({"monitoring_dcgm_repo_key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"]},
+     "monitoring_dcgm_repo_key_fingerprints", "which is not pinned"),
+    # Nothing listens on port 9 of the node's loopback.
+    ({"monitoring_dcgm_source": "mirror", "monitoring_dcgm_mirror_url": "http://127.0.0.1:9/cuda"},
+     "monitoring_dcgm_mirror_url", "127.0.0.1:9"),
+    ({"monitoring_dcgm_source": "mirror"}, "monitoring_dcgm_mirror_url", "http(s) base URL of the mirror"),
+    ({"monitoring_dcgm_cuda_major": 0}, "monitoring_dcgm_cuda_major", "no NVIDIA driver answers"),
+    ({"monitoring_dcgm_version": "1:4.4.1-1"}, "monitoring_dcgm_version", "without the epoch"),
+])
+def test_bad_dcgm_input_is_refused_before_any_change(repo_node, tmp_path, extra, variable, says):
+    node = repo_node[0]
+    out = assert_refused_before_any_change(converge(repo_node, tmp_path, **extra), node, variable)
+    assert says in out

@@ -1,11 +1,11 @@
 """CUDA and NCCL from the roles' default source, cuda_repo: NVIDIA's URL,
 answered by a local copy of NVIDIA's repository (tests/emulators/
 nvidia_repos.py) that the node reaches at developer.download.nvidia.com on
-its loopback, over HTTPS with a test CA it trusts. (The driver's test uses
-the same copy as a mirror.) Two toolkits side by side with the default one
-selected, and NCCL's build matched to the default toolkit, then both moved
-to the other toolkit. A toolkit or an NCCL build the repository does not
-have is refused before anything changes.
+its loopback, over HTTPS with a test CA it trusts. Two toolkits side by side
+with the default one selected, and NCCL's build matched to the default
+toolkit, then both moved to the other toolkit, and to the same copy as a
+mirror (*_source: mirror). A toolkit or an NCCL build the repository does
+not have is refused before anything changes.
 """
 
 from __future__ import annotations
@@ -13,12 +13,20 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.helpers import assert_refused_before_any_change, node_exec, recap
-from tests.integration.nvidia_repos_node import held, installed, run_roles, serve_nvidia_repos
+from tests.integration.nvidia_repos_node import CUDA_MIRROR, held, installed, run_roles, serve_nvidia_repos
 
 pytestmark = pytest.mark.lab
 
 # NVIDIA's NCCL builds in the copy: one per toolkit.
 NCCL = {"13.0": "2.27.7-1", "12.8": "2.26.2-1"}
+NVIDIA_URL = "https://developer.download.nvidia.com/compute/cuda/repos"
+# With 13.0 the default toolkit, both roles use NVIDIA's URL; with 12.8, the
+# copy as a mirror.
+SOURCES = {
+    "13.0": {"cuda_source": "cuda_repo", "nccl_source": "cuda_repo"},
+    "12.8": {"cuda_source": "mirror", "cuda_mirror_url": CUDA_MIRROR,
+             "nccl_source": "mirror", "nccl_mirror_url": CUDA_MIRROR},
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +37,9 @@ def repo_node(fresh_node, tmp_path_factory):
 
 def converge(repo_node, tmp_path, default, *, check=False, **extra):
     node, fingerprint = repo_node
-    # The sources are the defaults (cuda_repo); only the key is the copy's.
+    # NVIDIA's URL or the mirror; the key is the copy's.
     extra_vars = {
+        **SOURCES[default],
         "cuda_repo_key_fingerprints": [fingerprint],
         "cuda_toolkits": [{"version": "12.8", "components": ["cudart"]},
                           {"version": "13.0", "components": ["cudart", "nvcc"]}],
@@ -57,7 +66,8 @@ def assert_default(node, default):
     query = node_exec(node, "update-alternatives", "--query", "cuda").stdout
     assert f"Value: /usr/local/cuda-{default}" in query
     sources = node_exec(node, "cat", "/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources").stdout
-    assert "URIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/" in sources
+    url = NVIDIA_URL if SOURCES[default]["cuda_source"] == "cuda_repo" else CUDA_MIRROR
+    assert f"URIs: {url}/debian12/x86_64/" in sources
 
 
 def test_two_toolkits_side_by_side_and_nccl_follows_the_default(repo_node, tmp_path):

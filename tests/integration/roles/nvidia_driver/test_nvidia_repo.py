@@ -1,13 +1,14 @@
 """The driver from NVIDIA's repository layout, the path every real user
 takes: a local copy of NVIDIA's CUDA repository (tests/emulators/
 nvidia_repos.py, signed with a key made for the test) served on the node's
-loopback, used as nvidia_driver_source=mirror.
+loopback, used as nvidia_driver_source=mirror for 570 and 580, and for 590
+at NVIDIA's own URL with the default source, cuda_repo.
 
 One node moves 570 -> 580 -> 590: each move releases exactly the holds the
 new branch replaces (a hold the role did not set stays), the 580 -> 590
 move crosses NVIDIA's rename (nvidia-open-580 becomes nvidia-open,
 nvidia-fabricmanager-580 nvidia-fabricmanager, and the pinning package
-arrives), and the fabric manager is always the driver's version. Then
+arrives) and moves from the mirror to NVIDIA's URL, and the fabric manager is always the driver's version. Then
 idempotence and check mode, and the bad inputs: a key whose fingerprint is
 not pinned, an unreachable repository, a branch and a version the
 repository does not have, each refused before anything changes.
@@ -32,6 +33,11 @@ from tests.integration.nvidia_repos_node import CUDA_MIRROR, held, installed, se
 pytestmark = pytest.mark.lab
 
 PIN_FILE = "/etc/apt/preferences.d/gpufleet-nvidia_driver"
+NVIDIA_URL = "https://developer.download.nvidia.com/compute/cuda/repos"
+# 570 and 580 from the copy as a mirror; 590 from it at NVIDIA's URL, the
+# default source.
+SOURCES = {False: {"nvidia_driver_source": "mirror", "nvidia_driver_mirror_url": CUDA_MIRROR},
+           True: {"nvidia_driver_source": "cuda_repo"}}
 BRANCHES = {"570": "570.195.03", "580": "580.95.05", "590": "590.44.01"}
 # What the role holds for each branch (open modules, NVSwitch board).
 HELD = {
@@ -43,7 +49,7 @@ HELD = {
 
 @pytest.fixture(scope="module")
 def repo_node(fresh_node, tmp_path_factory):
-    manifest = serve_nvidia_repos(fresh_node, tmp_path_factory.mktemp("serve"))
+    manifest = serve_nvidia_repos(fresh_node, tmp_path_factory.mktemp("serve"), as_nvidia=True)
     # A hold the role did not set, which no move may release.
     assert node_exec(fresh_node, "apt-mark", "hold", "tzdata").returncode == 0
     return fresh_node, manifest["keys"]["cuda"]["fingerprint"]
@@ -54,8 +60,7 @@ def converge(repo_node, tmp_path, branch, *, check=False, **extra):
     path = tmp_path / "play.yml"
     path.write_text(ROLE_PLAYBOOK.format(role="gpufleet.cloud.nvidia_driver"))
     extra_vars = {
-        "nvidia_driver_source": "mirror",
-        "nvidia_driver_mirror_url": CUDA_MIRROR,
+        **SOURCES[branch == "590"],
         "nvidia_driver_repo_key_fingerprints": [fingerprint],
         "nvidia_driver_branch": branch,
         "nvidia_driver_version": BRANCHES.get(branch, ""),
@@ -78,6 +83,8 @@ def assert_branch(node, branch):
     assert not others & set(packages), others & set(packages)
     assert f"Pin: version {version}*" in node_exec(node, "cat", PIN_FILE).stdout
     assert node_exec(node, "systemctl", "is-enabled", "nvidia-fabricmanager").stdout.strip() == "enabled"
+    sources = node_exec(node, "cat", "/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources").stdout
+    assert f"URIs: {NVIDIA_URL if branch == '590' else CUDA_MIRROR}/debian12/x86_64/" in sources
 
 
 def test_branches_move_across_the_rename(repo_node, tmp_path):

@@ -106,6 +106,7 @@ def test_dcgm_from_nvidias_url_then_from_a_mirror(repo_node, tmp_path):
      "monitoring_dcgm_mirror_url", "127.0.0.1:9"),
     ({"monitoring_dcgm_source": "mirror"}, "monitoring_dcgm_mirror_url", "http(s) base URL of the mirror"),
     ({"monitoring_dcgm_cuda_major": 0}, "monitoring_dcgm_cuda_major", "no NVIDIA driver answers"),
+    ({"monitoring_dcgm_cuda_major": -12}, "monitoring_dcgm_cuda_major", "(got -12)"),
     ({"monitoring_dcgm_version": "1:4.4.1-1"}, "monitoring_dcgm_version", "without the epoch"),
 ])
 def test_bad_dcgm_input_is_refused_before_any_change(repo_node, tmp_path, extra, variable, says):

@@ -35,6 +35,8 @@ COMMANDS=(
     git:git                     # sanity (ansible-test) and the collection build
     shellcheck:shellcheck       # ansible-test sanity
     chromium:chromium           # the drift report looked at in a browser
+    gpg:gpg                     # unit tests sign test repositories (apt_repo, _openpgp)
+    gpgv:gpgv                   # apt_repo's signature check in its unit tests
 )
 
 # The check after installing: every command present, or its package named.

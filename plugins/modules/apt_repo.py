@@ -24,6 +24,13 @@ description:
     binary, as fetched), for the repository's C(signed-by). Without it,
     only checks; a role's preflight uses it so to fail before changing
     anything.
+  - With O(url), checks the repository as apt will, before apt is given
+    it. Its C(InRelease) (else C(Release) with C(Release.gpg)) must carry a
+    good signature by the accepted key, checked with C(gpgv), or with
+    C(sqv) where apt brings that instead (Debian 13). The package index read must be the one that Release lists
+    (SHA256). So a mirror re-signed with another key, an unsigned one, or
+    one caught half-way through a sync is refused here, not at
+    C(apt-get update) after the repository was added.
   - With O(packages), reads the repository's package index (C(Packages.gz),
     else C(Packages)) and fails when a package is missing, or has no version
     matching the wanted pattern, listing the versions the repository has.
@@ -47,7 +54,8 @@ options:
   url:
     description:
       - The repository directory, a flat repository (suite C(/)) as
-        NVIDIA's are. Needed with O(packages).
+        NVIDIA's are. Needed with O(packages). When set, the repository's
+        signature and index are checked too (see the description).
     type: str
     default: ""
   key_url:
@@ -127,6 +135,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+signed_by:
+  description: The fingerprint of the key that signed the repository's Release, as gpgv or sqv reports it.
+  returned: when O(url) is set
+  type: str
+  sample: EB693B3035CD5710E231E123A4B469963BF863CC
 fingerprints:
   description: The fingerprints of the primary keys in the fetched key file.
   returned: success
@@ -142,7 +155,9 @@ versions:
 
 import fnmatch
 import gzip
+import hashlib
 import os
+import re
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -150,8 +165,18 @@ from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils._openpgp import (
     KeyFileError,
+    dearmor,
     normalise,
     primary_fingerprints,
+)
+
+# What gpgv's status lines mean for the user, worst first.
+_GPGV_FAILURES = (
+    ("NO_PUBKEY", "it is signed by key %s, which is not the pinned key"),
+    ("BADSIG", "its signature does not match its content (key %s)"),
+    ("EXPKEYSIG", "it is signed by key %s, which has expired"),
+    ("REVKEYSIG", "it is signed by key %s, which was revoked"),
+    ("EXPSIG", "its signature has expired (key %s)"),
 )
 
 
@@ -179,23 +204,142 @@ def read_index(text):
     return found
 
 
-def check_packages(module, url):
-    """Fail unless each wanted package has a version matching its pattern."""
+def _signature_problem(status, err):
+    """Why gpgv did not accept a signature, from its status lines."""
+    words = [line.split()[1:] for line in status.splitlines() if line.startswith("[GNUPG:] ")]
+    for keyword, why in _GPGV_FAILURES:
+        for fields in words:
+            if fields and fields[0] == keyword:
+                return why % (fields[1] if len(fields) > 1 else "unknown")
+    if not any(fields and fields[0] in ("ERRSIG", "BADSIG", "GOODSIG") for fields in words):
+        return "it holds no signature gpgv can read (%s)" % (err.strip().splitlines() or ["no output"])[-1]
+    return (err.strip().splitlines() or ["gpgv refused it"])[-1]
+
+
+def _verifier(module):
+    """gpgv, which reads every form of signature; else sqv, which Debian 13's
+    apt (3.0) brings in its place, at 1.3 or later (cleartext included)."""
+    for name in ("gpgv", "sqv"):
+        path = module.get_bin_path(name)
+        if path:
+            return name, path
+    module.fail_json(msg="neither gpgv nor sqv is on the node to check the repository's signature; apt brings one "
+                     "of them (Debian packages gpgv, sqv).")
+    return None, None
+
+
+def _verify(module, work, keyring, signed, signature):
+    """(signer's fingerprint or None, why not) for `signed` (cleartext when
+    `signature` is None, else the data `signature` signs); the signed text
+    is left in work/Release."""
+    name, path = _verifier(module)
+    release = os.path.join(work, "Release")
+    if name == "gpgv":
+        command = [path, "--homedir", work, "--status-fd", "1", "--keyring", keyring]
+        command += ["--output", release, signed] if signature is None else [signature, signed]
+        rc, status, err = module.run_command(command)
+        # VALIDSIG names the signing (sub)key, then its primary key last.
+        signers = [line.split()[-1] for line in status.splitlines() if line.startswith("[GNUPG:] VALIDSIG ")]
+        if rc == 0 and signers and "[GNUPG:] GOODSIG " in status:
+            return signers[0], None
+        return None, _signature_problem(status, err)
+    command = [path, "--keyring", keyring]
+    if signature is None:
+        command += ["--output", release, "--cleartext", signed]
+    else:
+        command += ["--signature-file", signature, signed]
+    rc, out, err = module.run_command(command)
+    if rc == 0 and out.split():
+        return out.split()[0], None
+    missing = re.search(r"Missing key ([0-9A-Fa-f]+)", err)
+    if missing:
+        return None, "it is signed by key %s, which is not the pinned key" % missing.group(1)
+    if "manipulated" in err:
+        return None, "its signature does not match its content"
+    return None, "sqv: %s" % " ".join(line.strip() for line in err.strip().splitlines()[-2:])
+
+
+def verify_release(module, base, key):
+    """The Release text, once it is found signed by `key` (the accepted key
+    file), and the signer's fingerprint; fails naming the variables else."""
+    params = module.params
+    work = tempfile.mkdtemp(dir=module.tmpdir)
+    keyring = os.path.join(work, "pinned.gpg")
+    with open(keyring, "wb") as handle:
+        handle.write(dearmor(key))
+    release = os.path.join(work, "Release")
+    inrelease, in_error = _fetch(module, base + "InRelease")
+    if inrelease is not None:
+        signed, signature = os.path.join(work, "InRelease"), None
+        with open(signed, "wb") as handle:
+            handle.write(inrelease)
+    else:
+        data, release_error = _fetch(module, base + "Release")
+        if data is None:
+            module.fail_json(msg="%s: the repository %s cannot be read (InRelease: %s; Release: %s). Check the URL, "
+                             "that the node reaches it, and that it is a flat apt repository (InRelease or Release, "
+                             "and Packages)." % (params["url_var"], base, in_error, release_error))
+        detached, error = _fetch(module, base + "Release.gpg")
+        if detached is None:
+            module.fail_json(msg="%s: the repository %s is not signed: it has a Release but neither InRelease nor "
+                             "Release.gpg (%s), and apt refuses an unsigned repository. Sign the mirror's Release "
+                             "(the collection's docs/airgap.md) and pin that key in %s." % (
+                                 params["url_var"], base, error, params["fingerprint_var"]))
+        signed, signature = release, release + ".gpg"
+        with open(release, "wb") as handle:
+            handle.write(data)
+        with open(signature, "wb") as handle:
+            handle.write(detached)
+    signer, problem = _verify(module, work, keyring, signed, signature)
+    if signer is None:
+        module.fail_json(msg="%s: the repository %s is not signed by the key pinned in %s: %s, so apt would refuse "
+                         "it. A mirror must be signed by the key its key URL serves: a mirror copied from NVIDIA "
+                         "keeps NVIDIA's key; a re-signed one publishes its own key and pins that key's "
+                         "fingerprint." % (params["url_var"], base, params["fingerprint_var"], problem))
+    with open(release, "rb") as handle:
+        return handle.read().decode("utf-8", errors="replace"), signer.upper()
+
+
+def listed_sha256(release):
+    """{file name: SHA256} from a Release file's SHA256 section."""
+    listed, inside = {}, False
+    for line in release.splitlines():
+        if line[:1] not in (" ", "\t"):
+            inside = line.strip() == "SHA256:"
+            continue
+        fields = line.split()
+        if inside and len(fields) == 3:
+            listed[fields[2]] = fields[0].lower()
+    return listed
+
+
+def check_packages(module, url, release):
+    """Fail unless the index is the one the signed `release` lists, and each
+    wanted package has a version matching its pattern."""
     params = module.params
     base = url.rstrip("/") + "/"
-    data, error = _fetch(module, base + "Packages.gz")
-    if data is not None:
+    name = "Packages.gz"
+    data, error = _fetch(module, base + name)
+    if data is None:
+        name = "Packages"
+        data, error = _fetch(module, base + name)
+    if data is None:
+        module.fail_json(msg="%s: the repository %s cannot be read (%s). Check the URL, that the node reaches it, "
+                         "and that it holds a Packages or Packages.gz index (a flat repository, suite /)." % (
+                             params["url_var"], base, error))
+    listed = listed_sha256(release).get(name)
+    digest = hashlib.sha256(data).hexdigest()
+    if listed != digest:
+        module.fail_json(msg="%s: the repository %s serves a %s that its signed Release does not list (%s, read "
+                         "%s): the mirror is half-way through a sync, stale, or altered. Sync it again, then "
+                         "re-run." % (params["url_var"], base, name,
+                                      "listed " + listed if listed else "not listed", digest))
+    if name == "Packages.gz":
         try:
             data = gzip.decompress(data)
         except OSError as exc:
             module.fail_json(msg="%s: %sPackages.gz is not gzip data (%s); is this an apt repository directory?" % (
                 params["url_var"], base, exc))
-    else:
-        data, error = _fetch(module, base + "Packages")
-    if data is None:
-        module.fail_json(msg="%s: the repository %s cannot be read (%s). Check the URL, that the node reaches it, "
-                         "and that it holds a Packages or Packages.gz index (a flat repository, suite /)." % (
-                             params["url_var"], base, error))
     index = read_index(data.decode("utf-8", errors="replace"))
     versions, problems = {}, []
     for package in params["packages"]:
@@ -258,8 +402,11 @@ def main():
             fingerprints=found)
 
     result = dict(changed=False, fingerprints=found)
-    if params["packages"]:
-        result["versions"] = check_packages(module, params["url"])
+    if params["url"]:
+        base = params["url"].rstrip("/") + "/"
+        release, result["signed_by"] = verify_release(module, base, data)
+        if params["packages"]:
+            result["versions"] = check_packages(module, base, release)
 
     dest = params["key_dest"]
     if dest:

@@ -58,12 +58,13 @@ def _unavailable(reason: str):
 
 
 @contextlib.contextmanager
-def node_container(*podman_args: str):
-    """A fresh, booted Debian 12 node in podman, started with extra
-    `podman run` arguments; removed afterwards. Yields its name."""
+def node_container(*podman_args: str, release: str = "12"):
+    """A fresh, booted Debian node (12 unless `release` says 13) in podman,
+    started with extra `podman run` arguments; removed afterwards. Yields
+    its name."""
     if not shutil.which("podman"):
         _unavailable("podman is not installed")
-    image = "localhost/gpufleet-debian:12"
+    image = f"localhost/gpufleet-debian:{release}"
     if subprocess.run(["podman", "image", "exists", image], check=False).returncode != 0:
         _unavailable(f"{image} is missing: run `make images`")
     name = f"gpufleet-test-{uuid.uuid4().hex[:8]}"

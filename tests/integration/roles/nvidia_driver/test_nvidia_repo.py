@@ -10,7 +10,7 @@ move crosses NVIDIA's rename (nvidia-open-580 becomes nvidia-open,
 nvidia-fabricmanager-580 nvidia-fabricmanager, and the pinning package
 arrives) and moves from the mirror to NVIDIA's URL, and the fabric manager is always the driver's version. Then
 idempotence and check mode, and the bad inputs: a key whose fingerprint is
-not pinned, an unreachable repository, a branch and a version the
+not pinned, a repository not signed by the pinned key, an unreachable repository, a branch and a version the
 repository does not have, each refused before anything changes.
 """
 
@@ -52,11 +52,17 @@ def repo_node(fresh_node, tmp_path_factory):
     manifest = serve_nvidia_repos(fresh_node, tmp_path_factory.mktemp("serve"), as_nvidia=True)
     # A hold the role did not set, which no move may release.
     assert node_exec(fresh_node, "apt-mark", "hold", "tzdata").returncode == 0
-    return fresh_node, manifest["keys"]["cuda"]["fingerprint"]
+    # A mirror whose key URL serves another key, pinned, while its Release
+    # is still signed by the copy's own key: what a mirror re-signed
+    # half-way looks like. The key check passes; the signature must not.
+    copy = "cp -a /srv/mirror/nvidia/cuda /srv/mirror/nvidia/resigned && cp /srv/mirror/nvidia/{} {}".format(
+        manifest["keys"]["libnvidia-container"]["file"], "/srv/mirror/nvidia/resigned/debian12/x86_64/3bf863cc.pub")
+    assert node_exec(fresh_node, "sh", "-c", copy).returncode == 0
+    return fresh_node, manifest["keys"]["cuda"]["fingerprint"], manifest["keys"]["libnvidia-container"]["fingerprint"]
 
 
 def converge(repo_node, tmp_path, branch, *, check=False, **extra):
-    node, fingerprint = repo_node
+    node, fingerprint = repo_node[:2]
     path = tmp_path / "play.yml"
     path.write_text(ROLE_PLAYBOOK.format(role="gpufleet.cloud.nvidia_driver"))
     extra_vars = {
@@ -121,6 +127,9 @@ def test_branches_move_across_the_rename(repo_node, tmp_path):
     ({"nvidia_driver_repo_key_fingerprints": ["3BF863CC"]}, "nvidia_driver_repo_key_fingerprints",
      "is not a key fingerprint"),
     ({"nvidia_driver_mirror_url": "http://127.0.0.1:9/cuda"}, "nvidia_driver_mirror_url", "cannot be fetched"),
+    # The other key pinned and served (TOOLKIT_KEY: the toolkit copy's key), the Release signed by the CUDA copy's.
+    ({"nvidia_driver_mirror_url": "http://127.0.0.1:8089/resigned", "nvidia_driver_repo_key_fingerprints": "TOOLKIT_KEY"},
+     "nvidia_driver_mirror_url", "is not signed by the key pinned in nvidia_driver_repo_key_fingerprints"),
     ({"nvidia_driver_version": "580.99.99"}, "nvidia_driver_branch/nvidia_driver_version",
      "nvidia-open-580 has no version 580.99.99*"),
     ({"nvidia_driver_branch": "575", "nvidia_driver_version": "575.64.05"},
@@ -128,6 +137,8 @@ def test_branches_move_across_the_rename(repo_node, tmp_path):
 ])
 def test_bad_repository_input_is_refused_before_any_change(repo_node, tmp_path, extra, variable, says):
     node = repo_node[0]
+    if extra.get("nvidia_driver_repo_key_fingerprints") == "TOOLKIT_KEY":
+        extra = {**extra, "nvidia_driver_repo_key_fingerprints": [repo_node[2]]}
     before = node_exec(node, "cat", PIN_FILE).stdout
     result = converge(repo_node, tmp_path, extra.pop("nvidia_driver_branch", "580"), **extra)
     out = assert_refused_before_any_change(result, node, variable)

@@ -6,6 +6,7 @@ packages or versions are named with the versions the repository has."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import subprocess
@@ -41,6 +42,22 @@ def _key(home, uid):
     return out, fpr
 
 
+def _publish(directory, home, index_name, index, signer=None, *, detached=False, listed=None):
+    """A flat repository in `directory`: the index, a Release that lists the
+    SHA256 of `listed` (the index itself unless given), signed by `signer`
+    (InRelease, or Release.gpg when `detached`), or unsigned."""
+    directory.mkdir(exist_ok=True)
+    (directory / index_name).write_bytes(index)
+    digest = hashlib.sha256(index if listed is None else listed).hexdigest()
+    (directory / "Release").write_text("Origin: test\nLabel: test\nSHA256:\n %s %d %s\n" % (
+        digest, len(index), index_name))
+    if signer:
+        env = {**os.environ, "GNUPGHOME": str(home)}
+        how = ["--armor", "--detach-sign", "-o", "Release.gpg"] if detached else ["--clearsign", "-o", "InRelease"]
+        subprocess.run(["gpg", "--batch", "--quiet", "--local-user", signer, *how, "Release"], cwd=directory, env=env,
+                       check=True)
+
+
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     root = tmp_path_factory.mktemp("repo")
@@ -48,16 +65,18 @@ def repo(tmp_path_factory):
     os.chmod(home, 0o700)
     real, real_fpr = _key(home, "real <real@gpufleet.invalid>")
     other, other_fpr = _key(home, "proxy <proxy@gpufleet.invalid>")
-    subprocess.run(["gpgconf", "--kill", "gpg-agent"], env={**os.environ, "GNUPGHOME": str(home)}, check=False)
     (root / "real.pub").write_bytes(real)
     (root / "other.pub").write_bytes(other)
     (root / "both.pub").write_bytes(real + other)
-    (root / "Packages.gz").write_bytes(gzip.compress(INDEX.encode()))
-    plain = root / "plain"
-    plain.mkdir()
-    (plain / "Packages").write_text(INDEX)
-    (root / "broken").mkdir()
-    (root / "broken" / "Packages.gz").write_text("not gzip")
+    packed = gzip.compress(INDEX.encode())
+    _publish(root, home, "Packages.gz", packed, real_fpr)
+    _publish(root / "plain", home, "Packages", INDEX.encode(), real_fpr, detached=True)
+    _publish(root / "broken", home, "Packages.gz", b"not gzip", real_fpr)
+    _publish(root / "foreign", home, "Packages.gz", packed, other_fpr)
+    _publish(root / "unsigned", home, "Packages.gz", packed)
+    # The index changed after the Release was signed: a sync caught half-way.
+    _publish(root / "stale", home, "Packages.gz", packed, real_fpr, listed=gzip.compress(b"Package: old\n"))
+    subprocess.run(["gpgconf", "--kill", "gpg-agent"], env={**os.environ, "GNUPGHOME": str(home)}, check=False)
     return {"root": root, "real": real_fpr, "other": other_fpr}
 
 
@@ -129,6 +148,7 @@ def test_wanted_versions_present(repo, capsys, where):
               packages=[{"name": "nvidia-open-580", "version": "580.95.05*"}, {"name": "nvidia-open-570"}])
     assert not out.get("failed"), out
     assert out["versions"]["nvidia-open-580"] == ["580.82.07-1", "580.95.05-1"]
+    assert out["signed_by"] == repo["real"]
 
 
 @pytest.mark.parametrize("package, version, says", [
@@ -146,3 +166,41 @@ def test_an_unreadable_index_names_the_repository(repo, capsys, where, says):
     out = run(capsys, url=url(repo, where), key_url=url(repo, "real.pub"), key_fingerprints=[repo["real"]],
               packages=[{"name": "nvidia-open-580"}], url_var="nvidia_driver_mirror_url")
     assert out["failed"] and out["msg"].startswith("nvidia_driver_mirror_url:") and says in out["msg"]
+
+
+@pytest.mark.parametrize("key, where", [
+    # The mirror's key URL serves the user's own key, pinned, but the
+    # repository is still signed by the original key.
+    ("other", ""),
+    # The pinned key is served, but the repository was re-signed by another.
+    ("real", "foreign/"),
+])
+def test_a_repository_not_signed_by_the_pinned_key_is_refused(repo, capsys, key, where):
+    signer = "real" if key == "other" else "other"
+    out = run(capsys, url=url(repo, where), key_url=url(repo, key + ".pub"), key_fingerprints=[repo[key]],
+              packages=[{"name": "nvidia-open-580"}], url_var="nvidia_driver_mirror_url",
+              fingerprint_var="nvidia_driver_repo_key_fingerprints")
+    assert out["failed"] and out["msg"].startswith("nvidia_driver_mirror_url:"), out
+    assert "not signed by the key pinned in nvidia_driver_repo_key_fingerprints" in out["msg"]
+    assert "signed by key %s, which is not the pinned key" % repo[signer][-16:] in out["msg"]
+
+
+def test_the_signature_is_checked_without_packages_too(repo, capsys):
+    out = run(capsys, url=url(repo, "foreign/"), key_url=url(repo, "real.pub"), key_fingerprints=[repo["real"]])
+    assert out["failed"] and "not the pinned key" in out["msg"]
+    out = run(capsys, url=url(repo), key_url=url(repo, "real.pub"), key_fingerprints=[repo["real"]])
+    assert not out.get("failed") and out["signed_by"] == repo["real"] and "versions" not in out
+
+
+def test_an_unsigned_repository_is_refused(repo, capsys):
+    out = run(capsys, url=url(repo, "unsigned/"), key_url=url(repo, "real.pub"), key_fingerprints=[repo["real"]],
+              packages=[{"name": "nvidia-open-580"}], url_var="cuda_mirror_url", fingerprint_var="cuda_repo_key_fingerprints")
+    assert out["failed"] and out["msg"].startswith("cuda_mirror_url:") and "is not signed" in out["msg"]
+    assert "cuda_repo_key_fingerprints" in out["msg"]
+
+
+def test_an_index_the_signed_release_does_not_list_is_refused(repo, capsys):
+    out = run(capsys, url=url(repo, "stale/"), key_url=url(repo, "real.pub"), key_fingerprints=[repo["real"]],
+              packages=[{"name": "nvidia-open-580"}], url_var="nccl_mirror_url")
+    assert out["failed"] and out["msg"].startswith("nccl_mirror_url:"), out
+    assert "Packages.gz that its signed Release does not list" in out["msg"] and "Sync it again" in out["msg"]

@@ -27,10 +27,11 @@ description:
   - With O(url), checks the repository as apt will, before apt is given
     it. Its C(InRelease) (else C(Release) with C(Release.gpg)) must carry a
     good signature by the accepted key, checked with C(gpgv), or with
-    C(sqv) where apt brings that instead (Debian 13). The package index read must be the one that Release lists
-    (SHA256). So a mirror re-signed with another key, an unsigned one, or
-    one caught half-way through a sync is refused here, not at
-    C(apt-get update) after the repository was added.
+    C(sqv) where apt brings that instead (Debian 13). The package index
+    read must be the one that Release lists (SHA256). So a mirror
+    re-signed with another key, an unsigned one, or one caught half-way
+    through a sync is refused here, not at C(apt-get update) after the
+    repository was added.
   - With O(packages), reads the repository's package index (C(Packages.gz),
     else C(Packages)) and fails when a package is missing, or has no version
     matching the wanted pattern, listing the versions the repository has.
@@ -228,12 +229,11 @@ def _verifier(module):
     return None, None
 
 
-def _verify(module, work, keyring, signed, signature):
+def _verify(module, work, keyring, signed, signature, release):
     """(signer's fingerprint or None, why not) for `signed` (cleartext when
     `signature` is None, else the data `signature` signs); the signed text
-    is left in work/Release."""
+    is then in `release`."""
     name, path = _verifier(module)
-    release = os.path.join(work, "Release")
     if name == "gpgv":
         command = [path, "--homedir", work, "--status-fd", "1", "--keyring", keyring]
         command += ["--output", release, signed] if signature is None else [signature, signed]
@@ -290,7 +290,7 @@ def verify_release(module, base, key):
             handle.write(data)
         with open(signature, "wb") as handle:
             handle.write(detached)
-    signer, problem = _verify(module, work, keyring, signed, signature)
+    signer, problem = _verify(module, work, keyring, signed, signature, release)
     if signer is None:
         module.fail_json(msg="%s: the repository %s is not signed by the key pinned in %s: %s, so apt would refuse "
                          "it. A mirror must be signed by the key its key URL serves: a mirror copied from NVIDIA "
@@ -313,11 +313,11 @@ def listed_sha256(release):
     return listed
 
 
-def check_packages(module, url, release):
-    """Fail unless the index is the one the signed `release` lists, and each
-    wanted package has a version matching its pattern."""
+def check_packages(module, base, release):
+    """Fail unless the index under `base` (ending in /) is the one the
+    signed `release` lists, and each wanted package has a version matching
+    its pattern."""
     params = module.params
-    base = url.rstrip("/") + "/"
     name = "Packages.gz"
     data, error = _fetch(module, base + name)
     if data is None:

@@ -39,6 +39,32 @@ def serve_nvidia_repos(node: str, workdir: Path, *, as_nvidia: bool = False) -> 
     return json.loads(node_exec(node, "cat", "/srv/mirror/nvidia/manifest.json").stdout)
 
 
+# Ways to break a copy of the served CUDA repository after it was signed,
+# each a shell step run in the copy's <platform>/x86_64 directory.
+BREAKS = {
+    # Its key URL serves the toolkit copy's key (which a test pins), while
+    # its Release stays signed by the CUDA copy's key: a mirror re-signed
+    # half-way.
+    "resigned": "cp {served}/{toolkit_key} 3bf863cc.pub",
+    # The index gains a stanza the signed Release does not list: a sync
+    # caught half-way.
+    "tampered": "printf 'Package: nvidia-open-999\\nVersion: 999.0-1\\n\\n' | gzip -9 >> Packages.gz",
+    # No signature at all.
+    "unsigned": "rm InRelease Release.gpg",
+}
+
+
+def break_copies(node: str, manifest: dict, platform: str, *copies: str) -> None:
+    """Copies of the served CUDA copy at http://127.0.0.1:8089/<copy>, one
+    per name in `copies`, each broken as BREAKS says."""
+    served = "/srv/mirror/nvidia"
+    toolkit_key = manifest["keys"]["libnvidia-container"]["file"]
+    steps = [f"cp -a {served}/cuda {served}/{copy} && cd {served}/{copy}/{platform}/x86_64 && "
+             + BREAKS[copy].format(served=served, toolkit_key=toolkit_key) for copy in copies]
+    result = node_exec(node, "sh", "-ec", "\n".join(f"( {step} )" for step in steps))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def installed(node: str) -> dict[str, str]:
     """Installed packages and their versions."""
     out = node_exec(node, "dpkg-query", "-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\n").stdout

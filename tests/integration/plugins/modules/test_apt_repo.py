@@ -14,22 +14,12 @@ import pytest
 
 from tests.integration.conftest import node_container
 from tests.integration.helpers import PODMAN_CONNECTION, ROOT, ansible_env, node_exec
-from tests.integration.nvidia_repos_node import serve_nvidia_repos
+from tests.integration.nvidia_repos_node import break_copies, serve_nvidia_repos
 
 pytestmark = pytest.mark.lab
 
-SERVED = "/srv/mirror/nvidia"
 URL = "http://127.0.0.1:8089"
 REPO = "debian13/x86_64"
-# Copies of the CUDA copy, each broken in one way after it was signed.
-BREAK = f"""
-set -e
-cd {SERVED}
-for copy in resigned tampered unsigned; do cp -a cuda $copy; done
-cp libnvidia-container/gpgkey resigned/{REPO}/3bf863cc.pub
-printf 'Package: nvidia-open-999\\nVersion: 999.0-1\\n\\n' | gzip -9 >> tampered/{REPO}/Packages.gz
-rm unsigned/{REPO}/InRelease unsigned/{REPO}/Release.gpg
-"""
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +29,7 @@ def sqv_node(tmp_path_factory):
         # apt 3.0 depends on sqv alone: without gpgv the module must use it.
         assert node_exec(name, "sh", "-c", "command -v gpgv").returncode != 0, "gpgv is on the node"
         assert node_exec(name, "sh", "-c", "command -v sqv").returncode == 0
-        assert node_exec(name, "sh", "-c", BREAK).returncode == 0
+        break_copies(name, manifest, "debian13", "resigned", "tampered", "unsigned")
         yield name, {key: value["fingerprint"] for key, value in manifest["keys"].items()}
 
 

@@ -28,7 +28,7 @@ from tests.integration.helpers import (
     recap,
     run_playbook,
 )
-from tests.integration.nvidia_repos_node import CUDA_MIRROR, held, installed, serve_nvidia_repos
+from tests.integration.nvidia_repos_node import CUDA_MIRROR, break_copies, held, installed, serve_nvidia_repos
 
 pytestmark = pytest.mark.lab
 
@@ -53,11 +53,9 @@ def repo_node(fresh_node, tmp_path_factory):
     # A hold the role did not set, which no move may release.
     assert node_exec(fresh_node, "apt-mark", "hold", "tzdata").returncode == 0
     # A mirror whose key URL serves another key, pinned, while its Release
-    # is still signed by the copy's own key: what a mirror re-signed
-    # half-way looks like. The key check passes; the signature must not.
-    copy = "cp -a /srv/mirror/nvidia/cuda /srv/mirror/nvidia/resigned && cp /srv/mirror/nvidia/{} {}".format(
-        manifest["keys"]["libnvidia-container"]["file"], "/srv/mirror/nvidia/resigned/debian12/x86_64/3bf863cc.pub")
-    assert node_exec(fresh_node, "sh", "-c", copy).returncode == 0
+    # is still signed by the copy's own key. The key check passes; the
+    # signature must not.
+    break_copies(fresh_node, manifest, "debian12", "resigned")
     return fresh_node, manifest["keys"]["cuda"]["fingerprint"], manifest["keys"]["libnvidia-container"]["fingerprint"]
 
 

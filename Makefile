@@ -15,6 +15,12 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export MOLECULE_EPHEMERAL_DIRECTORY_BASE := $(CURDIR)/.cache/molecule
 STAMP := .cache/stamps
 TIMES := .cache/times.log
+# Each pytest stage's JUnit report and each Molecule scenario's time, from
+# which `make test` writes TEST_TIMES_DOC (tools/test_times.py).
+JUNIT := .cache/junit
+MOLECULE_TIMES := .cache/molecule-times.log
+TEST_TIMES_DOC := docs/test-times.md
+junit = --junitxml=$(JUNIT)/$(1).xml -o junit_family=xunit2
 # Run a stage and record how long it took (figures for the closing notes).
 timed = start=$$(date +%s); if $(2); then rc=0; else rc=$$?; fi; echo "$(1) $$(( $$(date +%s) - start ))s rc=$$rc" | tee -a $(TIMES); exit $$rc
 
@@ -122,7 +128,7 @@ test: deps
 	@$(MAKE) --no-print-directory stages
 .PHONY: stages
 stages:
-	@mkdir -p $(dir $(TIMES)) && : > $(TIMES)
+	@mkdir -p $(dir $(TIMES)) && : > $(TIMES) && rm -rf $(JUNIT) && : > $(MOLECULE_TIMES)
 	@for group in $(STAGES); do \
 	  if [[ $$group == *+* ]]; then \
 	    start=$$(date +%s); \
@@ -137,12 +143,14 @@ stages:
 	  fi; \
 	done
 	@echo "== make test: stages =="
+	@$(PYTHON) tools/test_times.py --times $(TIMES) --junit-dir $(JUNIT) --molecule-times $(MOLECULE_TIMES) \
+	  --out $(TEST_TIMES_DOC) $(STAGES) || true
 	@$(PYTHON) tools/stage_table.py $(TIMES) $(STAGES)
 
 # The unit tests are independent of each other: on every CPU.
 UNIT_JOBS ?= auto
 unit: venv collections
-	@$(call timed,unit,$(BIN)/pytest tests/unit -q -p no:cacheprovider -n $(UNIT_JOBS))
+	@$(call timed,unit,$(BIN)/pytest tests/unit -q -p no:cacheprovider -n $(UNIT_JOBS) $(call junit,unit))
 
 # ansible-lint and the gates Galaxy and the Ansible docsite apply, cheapest
 # first. Every step runs even after one fails (-k), so one run shows every
@@ -170,7 +178,7 @@ sanity: venv collections
 
 SCENARIO ?=
 molecule: venv collections images prometheus-tools
-	@$(call timed,molecule,tools/molecule-all.sh $(SCENARIO))
+	@$(call timed,molecule,MOLECULE_TIMES=$(MOLECULE_TIMES) tools/molecule-all.sh $(SCENARIO))
 
 # LAB_JOBS=2 runs the lab tests on two pytest workers. Unsafe for now: the
 # tests that share the lab fleet are marked xdist_group("lab-fleet"), yet one
@@ -207,18 +215,18 @@ LAB_FLEET_TESTS = tests/integration/test_installed_cli.py tests/integration/test
 	$(LAB_GUARD_TESTS)
 .PHONY: lab-fleet lab-roles lab-guard
 lab-fleet: venv collections images
-	@$(call timed,lab-fleet,$(LAB_PYTEST) $(LAB_FLEET_TESTS))
+	@$(call timed,lab-fleet,$(LAB_PYTEST) $(call junit,lab-fleet) $(LAB_FLEET_TESTS))
 # The guard's lab tests alone, for working on the guard.
 lab-guard: venv collections images
 	@$(call timed,lab-guard,$(LAB_PYTEST) $(LAB_GUARD_TESTS))
 lab-roles: venv collections images
-	@$(call timed,lab-roles,$(LAB_PYTEST) tests/integration $(addprefix --ignore=,$(LAB_FLEET_TESTS)) \
+	@$(call timed,lab-roles,$(LAB_PYTEST) $(call junit,lab-roles) tests/integration $(addprefix --ignore=,$(LAB_FLEET_TESTS)) \
 	  $(if $(filter-out 1,$(LAB_ROLES_JOBS)),-n $(LAB_ROLES_JOBS) --dist loadfile))
 
 # ansible-inventory against the four cloud emulators (moto and loopback
 # servers); needs no podman.
 inventory-test: venv collections
-	@$(call timed,inventory-test,$(BIN)/pytest tests/integration -q -p no:cacheprovider -m inventory)
+	@$(call timed,inventory-test,$(BIN)/pytest tests/integration -q -p no:cacheprovider -m inventory $(call junit,inventory-test))
 
 # The unit and inventory stages SOAK_RUNS times in a row, each time with
 # two CPU-burning processes beside them: timing-dependent tests must wait on

@@ -51,10 +51,33 @@ Components: main contrib non-free non-free-firmware
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SOURCES
 
-# A stale package list of main only would let cache_valid_time skip the
-# update, and then non-free packages would be missing: drop every list.
+# Settings for test nodes only, never for the roles' real targets: dpkg
+# skips its fsync per unpacked file (a test node is thrown away, and a
+# crash mid-unpack is not what a test is about), and apt fetches no
+# translated descriptions.
+cat >"$root/etc/dpkg/dpkg.cfg.d/gpufleet-test-node" <<'DPKG'
+force-unsafe-io
+DPKG
+cat >"$root/etc/apt/apt.conf.d/90gpufleet-test-node" <<'APT'
+Acquire::Languages "none";
+APT
+
+# debootstrap's lists name main only, and a stale list of main would let
+# cache_valid_time skip the update with non-free packages missing: drop
+# them, then fetch every component's lists once here, so each node does
+# not download and parse them again (the roles refresh them as usual once
+# they are older than their cache_valid_time).
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
 mkdir -p "$root/var/lib/apt/lists/partial"
+had_resolv=0
+[[ -e $root/etc/resolv.conf ]] && had_resolv=1
+((had_resolv)) || cp /etc/resolv.conf "$root/etc/resolv.conf"
+chroot "$root" apt-get -q update >"$root.log" 2>&1 || {
+    tail -n 30 "$root.log" >&2
+    exit 1
+}
+((had_resolv)) || rm -f "$root/etc/resolv.conf"
+rm -f "$root.log" "$root"/var/cache/apt/archives/*.deb
 : >"$root/etc/machine-id"
 
 # Units that cannot work in a container, or that roles manage themselves.

@@ -9,12 +9,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Longest first, by the last fresh-clone CI's times (docs/testing.md): with
-# MOLECULE_JOBS side by side, the stage then never waits on a long scenario
-# that happened to start last. Scenarios not listed here run after these.
-# The one-node scenarios (stop 29) by stop 28's two-node times, halved.
-LONGEST_FIRST=(docker monitoring security encrypted_storage pull rdma
-    backup nccl node_health baseline nvidia_driver guard cuda)
+# Longest first, by the last fresh-clone CI's times (docs/test-times.md):
+# with MOLECULE_JOBS side by side, the stage then never waits on a long
+# scenario that happened to start last. Scenarios not listed here run
+# after these.
+LONGEST_FIRST=(docker monitoring security pull encrypted_storage nvidia_driver
+    rdma node_health guard baseline nccl backup cuda)
 
 list_only=0
 if [[ ${1:-} == --list ]]; then # print the run order, run nothing
@@ -50,17 +50,23 @@ jobs=${MOLECULE_JOBS:-2}
 mkdir -p .cache/molecule-logs
 export COLUMNS=200 # keep PLAY RECAP lines unwrapped for the recap check
 
+# MOLECULE_TIMES, where set, gets a line per scenario in the `timed` helper's
+# form (tools/test_times.py writes them into docs/test-times.md).
+times=${MOLECULE_TIMES:-/dev/null}
+
 run_one() {
-    local s=$1 log=.cache/molecule-logs/$1.log start
+    local s=$1 log=.cache/molecule-logs/$1.log start rc=0
     start=$(date +%s)
     if molecule test -s "$s" >"$log" 2>&1 && python3 tools/molecule_recap.py "$log" >"$log.recap"; then
         echo "molecule $s: passed in $(($(date +%s) - start))s"
     else
+        rc=1
         echo "molecule $s: FAILED in $(($(date +%s) - start))s; last lines of $log:"
         tail -n 60 "$log"
         cat "$log.recap" 2>/dev/null || true
-        return 1
     fi
+    echo "$s $(($(date +%s) - start))s rc=$rc" >>"$times"
+    return $rc
 }
 
 rc=0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-# The project's own test helpers (tests/prometheus.py) for scenario tests:
+# The project's own test helpers (tests/support/prometheus.py) for scenario tests:
 # pytest puts only this folder and each scenario's tests/ on the path.
 _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:

@@ -21,6 +21,10 @@ import time
 
 import boto3
 
+if __package__ in (None, ""):  # run as a script: the project's root holds `tests`
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from tests.support.ports import free_port  # noqa: E402  pylint: disable=wrong-import-position
+
 
 def wait_port(port: int, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
@@ -59,12 +63,6 @@ def running(port: int = 0, buckets=()):
         yield actual
     finally:
         server.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def stop(pidfile: str) -> int:

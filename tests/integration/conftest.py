@@ -13,7 +13,8 @@ import uuid
 import pytest
 
 from gpufleet.lab import _nodes
-from tests.integration.helpers import gpufleet, kill_site_run_at, run_playbook
+from tests.integration.helpers import gpufleet, kill_site_run_at
+from tests.support.nodes import run_playbook
 
 # Where the first converge is cut off: a task of the node-wide roles.
 SITE_CUT_AT = "TASK [gpufleet.cloud.monitoring : "
@@ -31,6 +32,25 @@ LAB_HOSTS = (PLAIN_NODE, GPU_NODE)
 
 # Its own one-node lab has the shared fleet's container names and ports.
 INSTALLED_CLI_TESTS = "test_installed_cli.py"
+# The lab-roles stage's longest modules, longest first (docs/test-times.md):
+# its workers take whole modules in collection order (--dist loadfile), so
+# these start first and the stage never ends on one of them alone.
+LONGEST_FIRST = (
+    "roles/nvidia_driver/test_nvidia_repo.py",
+    "roles/monitoring/test_nvidia_repo.py",
+    "roles/nccl/test_nvidia_repo.py",
+    "roles/encrypted_storage/test_encrypted_storage.py",
+    "roles/backup/test_backup.py",
+    "roles/docker/test_nvidia_repo.py",
+    "roles/encrypted_storage/test_rotation.py",
+    "roles/nvidia_driver/test_upgrade.py",
+)
+
+
+def _run_order(item) -> tuple[bool, int]:
+    path = item.path.as_posix()
+    rank = next((i for i, tail in enumerate(LONGEST_FIRST) if path.endswith("/" + tail)), len(LONGEST_FIRST))
+    return item.path.name != INSTALLED_CLI_TESTS, rank
 
 
 def pytest_collection_modifyitems(config, items):
@@ -38,10 +58,10 @@ def pytest_collection_modifyitems(config, items):
     before the shared fleet (the session's `lab`) is made, which stays up to
     the end of the session. In the lab-fleet stage the Makefile names their
     module first anyway; `make lab-test` collects tests/integration in name
-    order, where test_drift.py would come first. The sort is stable: every
-    other test keeps its order."""
+    order, where test_drift.py would come first. Then the longest modules
+    (LONGEST_FIRST). The sort is stable: every other test keeps its order."""
     del config
-    items.sort(key=lambda item: item.path.name != INSTALLED_CLI_TESTS)
+    items.sort(key=_run_order)
 
 
 def lab_container(host: str) -> str:

@@ -1,52 +1,17 @@
-"""Helpers for tests that drive real nodes: podman containers reached by
-ansible-playbook. They need podman and the base images (`make images`)."""
+"""Helpers for the lab tests beyond one node (tests/support/nodes.py has
+those): the gpufleet command, refusals, this machine, a cut-off site.yml
+run."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-# The connection to podman nodes. Under the project's ansible.cfg (strategy
-# gpufleet.cloud.mitogen_linear) the short name `podman` is Mitogen's podman
-# connection: one Python interpreter per node for the whole run, instead of
-# a `podman exec` and a file copy for every task, which containers.podman's
-# plugin costs (about 2.5x the time for the bad-input runs).
-PODMAN_CONNECTION = "podman"
-RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
-
-
-def ansible_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["ANSIBLE_CONFIG"] = str(ROOT / "ansible.cfg")
-    env["ANSIBLE_FORCE_COLOR"] = "0"
-    env["ANSIBLE_NOCOLOR"] = "1"
-    return env
-
-
-def run_playbook(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """ansible-playbook from the venv that runs these tests; `env` adds to
-    or overrides ansible_env()."""
-    exe = shutil.which("ansible-playbook")
-    assert exe, "ansible-playbook is not on PATH"
-    return subprocess.run([exe, *args], cwd=cwd, env={**ansible_env(), **(env or {})}, capture_output=True, text=True,
-                          check=False)
-
-
-def recap(output: str) -> dict[str, dict[str, int]]:
-    return {
-        m[0]: {"ok": int(m[1]), "changed": int(m[2]), "unreachable": int(m[3]), "failed": int(m[4])}
-        for m in RECAP.findall(output)
-    }
-
-
-def node_exec(name: str, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", "exec", name, *argv], capture_output=True, text=True, check=False)
+from tests.support.nodes import ROLE_PLAYBOOK, ROOT, ansible_env, recap, run_playbook
 
 
 def gpufleet(*args: str) -> subprocess.CompletedProcess:
@@ -54,23 +19,6 @@ def gpufleet(*args: str) -> subprocess.CompletedProcess:
     exe = shutil.which("gpufleet")
     assert exe, "the gpufleet command is not installed in this environment"
     return subprocess.run([exe, *args], cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False)
-
-
-def node_has_package(name: str, package: str) -> bool:
-    status = node_exec(name, "dpkg-query", "-W", "-f", "${Status}", package).stdout
-    return "installed" in status.split()
-
-
-def node_has_path(name: str, path: str) -> bool:
-    return node_exec(name, "test", "-e", path).returncode == 0
-
-
-ROLE_PLAYBOOK = """
-- hosts: all
-  gather_facts: true
-  roles:
-    - {role}
-"""
 
 
 def assert_refused_before_any_change(result: subprocess.CompletedProcess, node: str, variable: str) -> str:

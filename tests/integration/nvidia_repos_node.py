@@ -7,15 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.integration.helpers import PODMAN_CONNECTION, ROOT, node_exec, run_playbook
+from tests.support.nodes import PODMAN_CONNECTION, ROOT, node_exec, run_playbook
 
 # What the roles' *_mirror_url is set to: the directory above <platform>/<arch>/.
 CUDA_MIRROR = "http://127.0.0.1:8089/cuda"
-ROLES_PLAY = """
-- hosts: all
-  gather_facts: true
-  roles: {roles}
-"""
 SERVE = """
 - hosts: all
   gather_facts: false
@@ -74,12 +69,3 @@ def installed(node: str) -> dict[str, str]:
 
 def held(node: str) -> set[str]:
     return set(node_exec(node, "apt-mark", "showhold").stdout.split())
-
-
-def run_roles(node: str, workdir: Path, roles: list[str], extra_vars: dict, *, check: bool = False,
-              diff: bool = False):
-    """One play of `roles` on `node` with `extra_vars`; the finished run."""
-    path = workdir / "play.yml"
-    path.write_text(ROLES_PLAY.format(roles=json.dumps(roles)))
-    flags = (["--check"] if check else []) + (["--diff"] if diff else [])
-    return run_playbook(*flags, "-i", f"{node},", "-c", PODMAN_CONNECTION, "-e", json.dumps(extra_vars), str(path))

@@ -22,7 +22,7 @@ import uuid
 
 import pytest
 
-from tests.integration.helpers import PODMAN_CONNECTION, node_exec, recap, run_playbook
+from tests.support.nodes import PODMAN_CONNECTION, node_exec, recap, run_playbook
 
 HOST_LOOPBACK = "10.0.2.2"
 

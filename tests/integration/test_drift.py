@@ -14,13 +14,14 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.integration.conftest import GPU_NODE, LAB_HOSTS, LAB_UP, PLAIN_NODE, lab_container
-from tests.integration.helpers import ROOT, gpufleet, node_exec
-from tests.prometheus import serve
+from tests.integration.helpers import gpufleet
+from tests.support.nodes import ROOT, node_exec
+from tests.support.prometheus import serve
+from tests.support.waiting import wait_for
 
 # One lab fleet at a time: its node names, addresses and emulator ports are
 # fixed, so with `pytest -n` these modules run on one worker.
@@ -195,15 +196,6 @@ def lab_status(name):
         if fields and fields[0] == name:
             return f"state={fields[2]} ssh={fields[4]}"
     return "absent"
-
-
-def wait_for(condition, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(1)
-    return condition()
 
 
 def not_in_sync(report):
@@ -458,7 +450,7 @@ def test_an_unreachable_node_is_reported_and_the_others_still_are(converged, fir
     finally:
         subprocess.run(["podman", "start", GPU], check=True, capture_output=True)
         # The fleet is the session's: leave it as it was, booted and on SSH.
-        assert wait_for(lambda: "ssh=up" in lab_status(GPU), 120), lab_status(GPU)
+        wait_for(lambda: "ssh=up" in lab_status(GPU), f"{GPU} up again with ssh", 120)
     assert result.returncode & 8, result.stdout
     assert result.returncode == 8, "only the unreachable bit: nothing drifted or failed"
     assert report["hosts"][GPU_NODE]["state"] == "unreachable"

@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import _unavailable
-from tests.integration.helpers import ROOT, ansible_env
+from tests.support.nodes import ROOT, ansible_env
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab-fleet")]
 

@@ -13,7 +13,8 @@ import subprocess
 import pytest
 
 from tests.integration.conftest import LAB_HOSTS, SITE_CUT_AT
-from tests.integration.helpers import ROOT, ansible_env, gpufleet, recap
+from tests.integration.helpers import gpufleet
+from tests.support.nodes import ROOT, ansible_env, recap
 
 # One lab fleet at a time: its node names, addresses and emulator ports are
 # fixed, so with `pytest -n` these modules run on one worker.

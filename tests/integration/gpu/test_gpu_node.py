@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import ansible_env
+from tests.support.nodes import ansible_env
 
 pytestmark = pytest.mark.gpu
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.helpers import ROOT
+from tests.support.nodes import ROOT
 
 
 def ansible_inventory(env, *args):

@@ -18,8 +18,8 @@ import yaml
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 
 from tests.emulators.aws import AwsEmulator
-from tests.integration.helpers import ansible_env
 from tests.integration.inventory.cli import ansible_inventory, plain
+from tests.support.nodes import ansible_env
 
 pytestmark = pytest.mark.inventory
 

@@ -18,8 +18,8 @@ from gpufleet.lab._cloud.aliyun import AliyunEmulator
 from tests.emulators.aws import AwsEmulator
 from tests.emulators.huawei import HuaweiEmulator
 from tests.emulators.tencent import TencentEmulator
-from tests.integration.helpers import ROOT, ansible_env
 from tests.integration.inventory.cli import ansible_inventory, cloud_env_for, plain
+from tests.support.nodes import ROOT, ansible_env
 
 pytestmark = pytest.mark.inventory
 

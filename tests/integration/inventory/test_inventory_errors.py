@@ -16,8 +16,8 @@ from gpufleet.lab._cloud.aliyun import AliyunEmulator
 from tests.emulators.aws import AwsEmulator
 from tests.emulators.huawei import HuaweiEmulator
 from tests.emulators.tencent import TencentEmulator
-from tests.integration.helpers import ROOT
 from tests.integration.inventory.cli import MAX_LINES, ansible_inventory, bare_env, check_one_message, cloud_env_for
+from tests.support.nodes import ROOT
 
 pytestmark = pytest.mark.inventory
 

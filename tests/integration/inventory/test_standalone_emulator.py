@@ -13,8 +13,8 @@ import time
 import pytest
 import yaml
 
-from tests.integration.helpers import ROOT, ansible_env
 from tests.integration.inventory.cli import ansible_inventory, plain
+from tests.support.nodes import ROOT, ansible_env
 
 pytestmark = pytest.mark.inventory
 

@@ -19,17 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import PODMAN_CONNECTION, ROLE_PLAYBOOK, node_has_package, node_has_path, run_playbook
+from tests.support.nodes import PODMAN_CONNECTION, ROLE_PLAYBOOK, node_has_package, node_has_path, run_playbook
 
 
 def alias(index: int) -> str:
     return f"case{index:03d}"
 
 
-def run_cases(node: str, role: str, cases: dict[str, dict], workdir: Path) -> dict:
-    """Apply `role` once to every case (case id -> input variables), each
-    as its own alias of `node`. Returns the run's exit code, its whole
-    output, and per case: its stats and the text of its own results."""
+def run_cases(node: str, role: str | list[str], cases: dict[str, dict], workdir: Path) -> dict:
+    """Apply `role` (or each of a list of roles, in order) once to every
+    case (case id -> input variables), each as its own alias of `node`.
+    Returns the run's exit code, its whole output, and per case: its stats
+    and the text of its own results."""
     aliases = {case: alias(i) for i, case in enumerate(cases)}
     hosts = {
         aliases[case]: {"ansible_host": node, "ansible_connection": PODMAN_CONNECTION, **variables}
@@ -38,7 +39,7 @@ def run_cases(node: str, role: str, cases: dict[str, dict], workdir: Path) -> di
     inventory = workdir / "inventory.json"
     inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
     play = workdir / "play.yml"
-    play.write_text(ROLE_PLAYBOOK.format(role=role))
+    play.write_text(ROLE_PLAYBOOK.format(role=role if isinstance(role, str) else "\n    - ".join(role)))
     # One structured record per host and task, so each case's message is
     # read from that case's own results.
     env = {"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_FORKS": str(max(5, len(cases)))}
@@ -64,6 +65,21 @@ def run_cases(node: str, role: str, cases: dict[str, dict], workdir: Path) -> di
     }
 
 
+def assert_case_refused(outcome: dict, case: str, variable: str, reason: str | None = None) -> str:
+    """One case of a run_cases() outcome failed exactly once, before any
+    change, naming `variable` (and giving `reason`) in its own results.
+    Returns the case's text."""
+    mine = outcome["cases"][case]
+    where = f"case {case!r}:\n{mine['text'] or outcome['output'][-3000:]}"
+    assert outcome["rc"] == 2, f"exit {outcome['rc']}: " + where
+    assert mine["stats"].get("failures") == 1, f"it did not fail exactly once: {mine['stats']}\n" + where
+    assert mine["stats"].get("changed") == 0, f"it changed the node: {mine['stats']}\n" + where
+    assert variable in mine["text"], f"the error does not name {variable}:\n" + where
+    if reason:
+        assert reason in mine["text"], f"the error does not say {reason!r}:\n" + where
+    return mine["text"]
+
+
 def bad_input_test(role, cases, files=(), packages=(), good=None, forbidden=()):
     """The parametrized test of one role's bad-input cases.
 
@@ -87,14 +103,7 @@ def bad_input_test(role, cases, files=(), packages=(), good=None, forbidden=()):
     def test_bad_input_fails_in_preflight_and_changes_nothing(case, fresh_node, tmp_path_factory):
         variable, reason = cases[case][1], (cases[case][2] if len(cases[case]) > 2 else None)
         outcome = batch(fresh_node, tmp_path_factory)
-        mine = outcome["cases"][case]
-        where = f"case {case!r} (inputs {json.dumps(inputs[case])}):\n{mine['text'] or outcome['output'][-3000:]}"
-        assert outcome["rc"] == 2, f"exit {outcome['rc']}: " + where
-        assert mine["stats"].get("failures") == 1, f"it did not fail exactly once: {mine['stats']}\n" + where
-        assert mine["stats"].get("changed") == 0, f"it changed the node: {mine['stats']}\n" + where
-        assert variable in mine["text"], f"the error does not name {variable}:\n" + where
-        if reason:
-            assert reason in mine["text"], f"the error does not say {reason!r}:\n" + where
+        assert_case_refused(outcome, case, variable, reason)
         assert not outcome["left_behind"], f"the failed runs left these on the node: {outcome['left_behind']}"
         for secret in forbidden:
             assert secret not in outcome["output"], f"{secret!r} shows in the output"

@@ -78,3 +78,18 @@ def test_every_scenario_runs_the_step_tags_on_its_converged_node(scenario):
     assert sequence.count("side_effect") == 1, (scenario, sequence)
     assert sequence.index("converge") < sequence.index("side_effect") < len(sequence) - 1, (scenario, sequence)
     assert "side_effect" not in ((own.get("provisioner") or {}).get("playbooks") or {}), scenario
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_scenario_converges_its_role(scenario):
+    # config.yml's converge applies the role the scenario is named after; a
+    # scenario with a converge.yml of its own must name it, or Molecule and
+    # the step-tag runs (which take the scenario's converge.yml where there
+    # is one) would run different plays.
+    own = yaml.safe_load((ROOT / "extensions/molecule" / scenario / "molecule.yml").read_text()) or {}
+    named = ((own.get("provisioner") or {}).get("playbooks") or {}).get("converge")
+    has_own = (ROOT / "extensions/molecule" / scenario / "converge.yml").exists()
+    assert (named == "converge.yml") == has_own, (scenario, named, has_own)
+    if not has_own:
+        assert MOLECULE_CONFIG["provisioner"]["playbooks"]["converge"] == "../shared/converge.yml"
+        assert (ROOT / "roles" / scenario / "tasks" / "main.yml").exists(), scenario

@@ -32,7 +32,9 @@ def stages(tmp_path, names):
     extra.write_text(FAKE)
     return subprocess.run(
         ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-f", str(extra), "stages",
-         f"STAGES={names}", f"TIMES={tmp_path / 'times.log'}", f"MARK={tmp_path / 'late-ran'}"],
+         f"STAGES={names}", f"TIMES={tmp_path / 'times.log'}", f"MARK={tmp_path / 'late-ran'}",
+         f"JUNIT={tmp_path / 'junit'}", f"MOLECULE_TIMES={tmp_path / 'molecule-times.log'}",
+         f"TEST_TIMES_DOC={tmp_path / 'test-times.md'}"],
         cwd=ROOT, capture_output=True, text=True, check=False,
     )
 
@@ -57,6 +59,13 @@ def test_all_stages_passing_passes(tmp_path):
     out = stages(tmp_path, "fake-pass fake-late")
     assert out.returncode == 0, out.stdout + out.stderr
     assert row(out.stdout, "total").split()[1] == "passed"
+
+
+def test_the_run_writes_its_test_times(tmp_path):
+    out = stages(tmp_path, "fake-pass fake-ping+fake-pong")
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = (tmp_path / "test-times.md").read_text()
+    assert "fake-ping+fake-pong" in doc and "## Budget and allowances" in doc
 
 
 def test_a_stage_whose_prerequisite_fails_is_reported(tmp_path):

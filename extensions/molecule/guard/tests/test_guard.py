@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conftest import assert_file, assert_unit_running, project_dir
 
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
 LIBEXEC = "/usr/local/lib/gpufleet/guard"
 METRICS = "/var/lib/prometheus/node-exporter/gpufleet_guard.prom"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import ansible_playbook, assert_file, assert_package, assert_unit_running, prometheus_tool
 
-from tests.prometheus import serve
+from tests.support.prometheus import serve
 
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 # Mirrors molecule.yml: where each node publishes node_exporter.

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 
 from tests.integration.conftest import node_container
-from tests.integration.helpers import PODMAN_CONNECTION, ROOT, ansible_env, node_exec
 from tests.integration.nvidia_repos_node import break_copies, serve_nvidia_repos
+from tests.support.nodes import PODMAN_CONNECTION, ROOT, ansible_env, node_exec
 
 pytestmark = pytest.mark.lab
 

@@ -15,7 +15,8 @@ import subprocess
 import pytest
 import yaml
 
-from tests.integration.helpers import ROOT, converge_this_machine
+from tests.integration.helpers import converge_this_machine
+from tests.support.nodes import ROOT
 
 pytestmark = pytest.mark.gpu
 

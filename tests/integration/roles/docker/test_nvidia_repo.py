@@ -20,8 +20,8 @@ import re
 import pytest
 
 from tests.integration.conftest import node_container
-from tests.integration.helpers import node_exec, recap
-from tests.integration.nvidia_repos_node import installed, run_roles, serve_nvidia_repos
+from tests.integration.nvidia_repos_node import installed, serve_nvidia_repos
+from tests.support.nodes import node_exec, recap, run_roles
 
 pytestmark = pytest.mark.lab
 

@@ -5,7 +5,6 @@ how the fault tests make KMS unreachable."""
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 
@@ -18,16 +17,11 @@ from ansible_collections.gpufleet.cloud.plugins.module_utils import _kms_client 
 from ansible_collections.gpufleet.cloud.plugins.module_utils._kms_envelope import Envelope  # noqa: E402
 from tests.emulators import kms_aliyun, kms_common, kms_huawei, kms_tencent  # noqa: E402
 from tests.integration.storage_nodes import HOST_LOOPBACK  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
 
 CREDS = {"access_key": "AKIDlabtest", "secret_key": "lab-test-secret"}
 EMULATORS = {"aliyun": kms_aliyun.AliyunKmsHandler, "tencent": kms_tencent.TencentKmsHandler,
              "huawei": kms_huawei.HuaweiKmsHandler}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class HostKms:

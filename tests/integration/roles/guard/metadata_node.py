@@ -4,8 +4,8 @@ systemd unit: the guard on the node reads its spot notice from there."""
 
 from __future__ import annotations
 
-from tests.integration.helpers import ROOT
 from tests.integration.storage_nodes import put, sh
+from tests.support.nodes import ROOT
 
 MODULES = ("__init__.py", "kms_common.py", "instance_metadata.py")
 

@@ -25,10 +25,11 @@ import sys
 import pytest
 
 from tests.emulators import s3_server
-from tests.integration.helpers import ROOT
 from tests.integration.roles.guard.metadata_node import start_metadata_service
 from tests.integration.storage_nodes import HOST_LOOPBACK, apply_role, node, put, sh
-from tests.waiting import wait_for
+from tests.support.nodes import ROOT
+from tests.support.ports import free_port
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -49,7 +50,7 @@ def separate_store(tmp_path, bucket: str):
     nothing shared with this process's servers."""
     pidfile = tmp_path / "copy-store.pid"
     script = str(ROOT / "tests" / "emulators" / "s3_server.py")
-    port = s3_server.free_port()
+    port = free_port()
     subprocess.run([sys.executable, script, "--port", str(port), "--pidfile", str(pidfile), "--bucket", bucket],
                    capture_output=True, text=True, check=True)
     try:

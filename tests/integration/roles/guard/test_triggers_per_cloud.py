@@ -35,7 +35,7 @@ from tests.emulators.huawei import HuaweiEmulator
 from tests.emulators.tencent import TencentEmulator
 from tests.integration.roles.guard.metadata_node import start_metadata_service
 from tests.integration.storage_nodes import HOST_LOOPBACK, apply_role, node, sh
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.lab
 

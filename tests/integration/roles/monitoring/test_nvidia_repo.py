@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.helpers import assert_refused_before_any_change, node_exec, recap
-from tests.integration.nvidia_repos_node import CUDA_MIRROR, held, installed, run_roles, serve_nvidia_repos
+from tests.integration.nvidia_repos_node import CUDA_MIRROR, held, installed, serve_nvidia_repos
+from tests.integration.roles.bad_input import assert_case_refused, run_cases
+from tests.support.nodes import node_exec, recap, run_roles
 
 pytestmark = pytest.mark.lab
 
@@ -28,9 +29,8 @@ def repo_node(fresh_node, tmp_path_factory):
     return fresh_node, manifest["keys"]["cuda"]["fingerprint"]
 
 
-def converge(repo_node, tmp_path, *, check=False, **extra):
-    node, fingerprint = repo_node
-    extra_vars = {
+def dcgm_vars(fingerprint, **extra):
+    return {
         # Only the host engine: the exporters have their own tests.
         "monitoring_node_exporter": False,
         "monitoring_gpu_exporter": "none",
@@ -41,7 +41,11 @@ def converge(repo_node, tmp_path, *, check=False, **extra):
         "monitoring_dcgm_cuda_major": 12,
         **extra,
     }
-    return run_roles(node, tmp_path, ["gpufleet.cloud.monitoring"], extra_vars, check=check)
+
+
+def converge(repo_node, tmp_path, *, check=False, **extra):
+    node, fingerprint = repo_node
+    return run_roles(node, tmp_path, ["gpufleet.cloud.monitoring"], dcgm_vars(fingerprint, **extra), check=check)
 
 
 def assert_ok(result, node, *, changed: bool):
@@ -94,22 +98,37 @@ def test_dcgm_from_nvidias_url_then_from_a_mirror(repo_node, tmp_path):
     assert_ok(converge(repo_node, tmp_path, check=True, **moved), node, changed=False)
 
 
-@pytest.mark.parametrize("extra, variable, says", [
-    ({"monitoring_dcgm_version": "4.9.9"}, "monitoring_dcgm_version/monitoring_dcgm_cuda_major",
-     "has no version 1:4.9.9-*"),
-    ({"monitoring_dcgm_cuda_major": 11}, "monitoring_dcgm_version/monitoring_dcgm_cuda_major",
-     "datacenter-gpu-manager-4-cuda11 is not in it"),
-    ({"monitoring_dcgm_repo_key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"]},
-     "monitoring_dcgm_repo_key_fingerprints", "which is not pinned"),
+# Each case: (what it changes, the variable its refusal names, what the
+# refusal says). All run in one ansible-playbook run (../bad_input.py), each
+# case its own alias of the node, after the moves above.
+BAD = {
+    "version the repository lacks": ({"monitoring_dcgm_version": "4.9.9"},
+                                     "monitoring_dcgm_version/monitoring_dcgm_cuda_major", "has no version 1:4.9.9-*"),
+    "CUDA package the repository lacks": ({"monitoring_dcgm_cuda_major": 11},
+                                          "monitoring_dcgm_version/monitoring_dcgm_cuda_major",
+                                          "datacenter-gpu-manager-4-cuda11 is not in it"),
+    "key not pinned": ({"monitoring_dcgm_repo_key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"]},
+                       "monitoring_dcgm_repo_key_fingerprints", "which is not pinned"),
     # Nothing listens on port 9 of the node's loopback.
-    ({"monitoring_dcgm_source": "mirror", "monitoring_dcgm_mirror_url": "http://127.0.0.1:9/cuda"},
-     "monitoring_dcgm_mirror_url", "127.0.0.1:9"),
-    ({"monitoring_dcgm_source": "mirror"}, "monitoring_dcgm_mirror_url", "http(s) base URL of the mirror"),
-    ({"monitoring_dcgm_cuda_major": 0}, "monitoring_dcgm_cuda_major", "no NVIDIA driver answers"),
-    ({"monitoring_dcgm_cuda_major": -12}, "monitoring_dcgm_cuda_major", "(got -12)"),
-    ({"monitoring_dcgm_version": "1:4.4.1-1"}, "monitoring_dcgm_version", "without the epoch"),
-])
-def test_bad_dcgm_input_is_refused_before_any_change(repo_node, tmp_path, extra, variable, says):
-    node = repo_node[0]
-    out = assert_refused_before_any_change(converge(repo_node, tmp_path, **extra), node, variable)
-    assert says in out
+    "unreachable mirror": ({"monitoring_dcgm_source": "mirror", "monitoring_dcgm_mirror_url": "http://127.0.0.1:9/cuda"},
+                           "monitoring_dcgm_mirror_url", "127.0.0.1:9"),
+    "mirror without a URL": ({"monitoring_dcgm_source": "mirror"}, "monitoring_dcgm_mirror_url",
+                             "http(s) base URL of the mirror"),
+    "no driver to tell the CUDA major": ({"monitoring_dcgm_cuda_major": 0}, "monitoring_dcgm_cuda_major",
+                                         "no NVIDIA driver answers"),
+    "negative CUDA major": ({"monitoring_dcgm_cuda_major": -12}, "monitoring_dcgm_cuda_major", "(got -12)"),
+    "version with its epoch": ({"monitoring_dcgm_version": "1:4.4.1-1"}, "monitoring_dcgm_version", "without the epoch"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_runs(repo_node, tmp_path_factory):
+    node, fingerprint = repo_node
+    inputs = {case: dcgm_vars(fingerprint, **extra) for case, (extra, _variable, _says) in BAD.items()}
+    return run_cases(node, "gpufleet.cloud.monitoring", inputs, tmp_path_factory.mktemp("bad-dcgm"))
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_dcgm_input_is_refused_before_any_change(bad_runs, case):
+    _extra, variable, says = BAD[case]
+    assert_case_refused(bad_runs, case, variable, says)

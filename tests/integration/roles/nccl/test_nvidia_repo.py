@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.helpers import assert_refused_before_any_change, node_exec, recap
-from tests.integration.nvidia_repos_node import CUDA_MIRROR, held, installed, run_roles, serve_nvidia_repos
+from tests.integration.nvidia_repos_node import CUDA_MIRROR, held, installed, serve_nvidia_repos
+from tests.integration.roles.bad_input import assert_case_refused, run_cases
+from tests.support.nodes import node_exec, recap, run_roles
 
 pytestmark = pytest.mark.lab
 
@@ -35,10 +36,9 @@ def repo_node(fresh_node, tmp_path_factory):
     return fresh_node, manifest["keys"]["cuda"]["fingerprint"]
 
 
-def converge(repo_node, tmp_path, default, *, check=False, **extra):
-    node, fingerprint = repo_node
+def toolkit_vars(fingerprint, default, **extra):
     # NVIDIA's URL or the mirror; the key is the copy's.
-    extra_vars = {
+    return {
         **SOURCES[default],
         "cuda_repo_key_fingerprints": [fingerprint],
         "cuda_toolkits": [{"version": "12.8", "components": ["cudart"]},
@@ -51,6 +51,11 @@ def converge(repo_node, tmp_path, default, *, check=False, **extra):
         "nccl_tests": "never",
         **extra,
     }
+
+
+def converge(repo_node, tmp_path, default, *, check=False, **extra):
+    node, fingerprint = repo_node
+    extra_vars = toolkit_vars(fingerprint, default, **extra)
     return run_roles(node, tmp_path, ["gpufleet.cloud.cuda", "gpufleet.cloud.nccl"], extra_vars, check=check)
 
 
@@ -88,15 +93,28 @@ def test_two_toolkits_side_by_side_and_nccl_follows_the_default(repo_node, tmp_p
     assert checked.returncode == 0 and recap(checked.stdout)[node]["changed"] == 0, checked.stdout[-5000:]
 
 
-@pytest.mark.parametrize("extra, variable, says", [
+# Each case: (what it changes, the variable its refusal names, what the
+# refusal says). Both run in one ansible-playbook run (../bad_input.py),
+# each case its own alias of the node, after the moves above.
+BAD = {
     # NCCL 2.27.7 is built for CUDA 13.0 in the copy, not for 12.8.
-    ({"nccl_version": "2.27.7-1"}, "nccl_version/nccl_cuda_version",
-     "libnccl2 has no version 2.27.7-1+cuda12.8 (it has 2.26.2-1+cuda12.8, 2.27.7-1+cuda13.0)"),
-    ({"cuda_toolkits": [{"version": "12.8", "components": ["cudart"]}, {"version": "12.9", "components": ["cudart"]}]},
-     "cuda_toolkits", "cuda-cudart-12-9 is not in it"),
-])
-def test_what_the_repository_lacks_is_refused_before_any_change(repo_node, tmp_path, extra, variable, says):
-    node = repo_node[0]
-    result = converge(repo_node, tmp_path, "12.8", **extra)
-    out = assert_refused_before_any_change(result, node, variable)
-    assert says in out
+    "NCCL build the toolkit lacks": (
+        {"nccl_version": "2.27.7-1"}, "nccl_version/nccl_cuda_version",
+        "libnccl2 has no version 2.27.7-1+cuda12.8 (it has 2.26.2-1+cuda12.8, 2.27.7-1+cuda13.0)"),
+    "toolkit the repository lacks": (
+        {"cuda_toolkits": [{"version": "12.8", "components": ["cudart"]}, {"version": "12.9", "components": ["cudart"]}]},
+        "cuda_toolkits", "cuda-cudart-12-9 is not in it"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_runs(repo_node, tmp_path_factory):
+    node, fingerprint = repo_node
+    inputs = {case: toolkit_vars(fingerprint, "12.8", **extra) for case, (extra, _variable, _says) in BAD.items()}
+    return run_cases(node, ["gpufleet.cloud.cuda", "gpufleet.cloud.nccl"], inputs, tmp_path_factory.mktemp("bad-nccl"))
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_what_the_repository_lacks_is_refused_before_any_change(bad_runs, case):
+    _extra, variable, says = BAD[case]
+    assert_case_refused(bad_runs, case, variable, says)

@@ -11,24 +11,17 @@ nvidia-fabricmanager-580 nvidia-fabricmanager, and the pinning package
 arrives) and moves from the mirror to NVIDIA's URL, and the fabric manager is always the driver's version. Then
 idempotence and check mode, and the bad inputs: a key whose fingerprint is
 not pinned, a repository not signed by the pinned key, an unreachable repository, a branch and a version the
-repository does not have, each refused before anything changes.
+repository does not have, each refused before anything changes (all in one
+run, each case its own alias of the node: ../bad_input.py).
 """
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.integration.helpers import (
-    PODMAN_CONNECTION,
-    ROLE_PLAYBOOK,
-    assert_refused_before_any_change,
-    node_exec,
-    recap,
-    run_playbook,
-)
 from tests.integration.nvidia_repos_node import CUDA_MIRROR, break_copies, held, installed, serve_nvidia_repos
+from tests.integration.roles.bad_input import assert_case_refused, run_cases
+from tests.support.nodes import node_exec, recap, run_roles
 
 pytestmark = pytest.mark.lab
 
@@ -59,11 +52,8 @@ def repo_node(fresh_node, tmp_path_factory):
     return fresh_node, manifest["keys"]["cuda"]["fingerprint"], manifest["keys"]["libnvidia-container"]["fingerprint"]
 
 
-def converge(repo_node, tmp_path, branch, *, check=False, **extra):
-    node, fingerprint = repo_node[:2]
-    path = tmp_path / "play.yml"
-    path.write_text(ROLE_PLAYBOOK.format(role="gpufleet.cloud.nvidia_driver"))
-    extra_vars = {
+def driver_vars(fingerprint, branch, **extra):
+    return {
         **SOURCES[branch == "590"],
         "nvidia_driver_repo_key_fingerprints": [fingerprint],
         "nvidia_driver_branch": branch,
@@ -72,8 +62,12 @@ def converge(repo_node, tmp_path, branch, *, check=False, **extra):
         "nvidia_driver_fabricmanager": "always",
         **extra,
     }
-    args = ["-i", f"{node},", "-c", PODMAN_CONNECTION, "-e", json.dumps(extra_vars), str(path)]
-    return run_playbook(*(["--check"] if check else []), *args)
+
+
+def converge(repo_node, tmp_path, branch, *, check=False, **extra):
+    node, fingerprint = repo_node[:2]
+    extra_vars = driver_vars(fingerprint, branch, **extra)
+    return run_roles(node, tmp_path, ["gpufleet.cloud.nvidia_driver"], extra_vars, check=check)
 
 
 def assert_branch(node, branch):
@@ -118,27 +112,47 @@ def test_branches_move_across_the_rename(repo_node, tmp_path):
     assert checked.returncode == 0 and recap(checked.stdout)[node]["changed"] == 0, checked.stdout[-5000:]
 
 
-@pytest.mark.parametrize("extra, variable, says", [
+# Each case: (what it changes, the variable its refusal names, what the
+# refusal says). All run in one ansible-playbook run (../bad_input.py), each
+# case its own alias of the node, after the moves above.
+BAD = {
     # A key whose fingerprint is not pinned: NVIDIA's default pin against this mirror's own key.
-    ({"nvidia_driver_repo_key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"]},
-     "nvidia_driver_repo_key_fingerprints", "is not pinned"),
-    ({"nvidia_driver_repo_key_fingerprints": ["3BF863CC"]}, "nvidia_driver_repo_key_fingerprints",
-     "is not a key fingerprint"),
-    ({"nvidia_driver_mirror_url": "http://127.0.0.1:9/cuda"}, "nvidia_driver_mirror_url", "cannot be fetched"),
+    "key not pinned": ({"nvidia_driver_repo_key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"]},
+                       "nvidia_driver_repo_key_fingerprints", "is not pinned"),
+    "not a fingerprint": ({"nvidia_driver_repo_key_fingerprints": ["3BF863CC"]}, "nvidia_driver_repo_key_fingerprints",
+                          "is not a key fingerprint"),
+    "unreachable mirror": ({"nvidia_driver_mirror_url": "http://127.0.0.1:9/cuda"}, "nvidia_driver_mirror_url",
+                           "cannot be fetched"),
     # The other key pinned and served (TOOLKIT_KEY: the toolkit copy's key), the Release signed by the CUDA copy's.
-    ({"nvidia_driver_mirror_url": "http://127.0.0.1:8089/resigned", "nvidia_driver_repo_key_fingerprints": "TOOLKIT_KEY"},
-     "nvidia_driver_mirror_url", "is not signed by the key pinned in nvidia_driver_repo_key_fingerprints"),
-    ({"nvidia_driver_version": "580.99.99"}, "nvidia_driver_branch/nvidia_driver_version",
-     "nvidia-open-580 has no version 580.99.99*"),
-    ({"nvidia_driver_branch": "575", "nvidia_driver_version": "575.64.05"},
-     "nvidia_driver_branch/nvidia_driver_version", "nvidia-open-575 is not in it"),
-])
-def test_bad_repository_input_is_refused_before_any_change(repo_node, tmp_path, extra, variable, says):
-    node = repo_node[0]
-    if extra.get("nvidia_driver_repo_key_fingerprints") == "TOOLKIT_KEY":
-        extra = {**extra, "nvidia_driver_repo_key_fingerprints": [repo_node[2]]}
+    "signed by another key": ({"nvidia_driver_mirror_url": "http://127.0.0.1:8089/resigned",
+                               "nvidia_driver_repo_key_fingerprints": "TOOLKIT_KEY"},
+                              "nvidia_driver_mirror_url",
+                              "is not signed by the key pinned in nvidia_driver_repo_key_fingerprints"),
+    "version the branch lacks": ({"nvidia_driver_version": "580.99.99"}, "nvidia_driver_branch/nvidia_driver_version",
+                                 "nvidia-open-580 has no version 580.99.99*"),
+    "branch the repository lacks": ({"nvidia_driver_branch": "575", "nvidia_driver_version": "575.64.05"},
+                                    "nvidia_driver_branch/nvidia_driver_version", "nvidia-open-575 is not in it"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_runs(repo_node, tmp_path_factory):
+    """Every BAD case in one run; the pin file before and after."""
+    node, fingerprint, toolkit_key = repo_node
+    inputs = {}
+    for case, (extra, _variable, _says) in BAD.items():
+        extra = dict(extra)
+        if extra.get("nvidia_driver_repo_key_fingerprints") == "TOOLKIT_KEY":
+            extra["nvidia_driver_repo_key_fingerprints"] = [toolkit_key]
+        inputs[case] = driver_vars(fingerprint, extra.pop("nvidia_driver_branch", "580"), **extra)
     before = node_exec(node, "cat", PIN_FILE).stdout
-    result = converge(repo_node, tmp_path, extra.pop("nvidia_driver_branch", "580"), **extra)
-    out = assert_refused_before_any_change(result, node, variable)
-    assert says in out
-    assert node_exec(node, "cat", PIN_FILE).stdout == before
+    outcome = run_cases(node, "gpufleet.cloud.nvidia_driver", inputs, tmp_path_factory.mktemp("bad-repo"))
+    return before, outcome, node_exec(node, "cat", PIN_FILE).stdout
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_repository_input_is_refused_before_any_change(bad_runs, case):
+    before, outcome, after = bad_runs
+    _extra, variable, says = BAD[case]
+    assert_case_refused(outcome, case, variable, says)
+    assert after == before

@@ -9,11 +9,9 @@ version, releases the holds, upgrades, holds again, and then is idempotent.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.integration.helpers import PODMAN_CONNECTION, ROLE_PLAYBOOK, node_exec, recap, run_playbook
+from tests.support.nodes import node_exec, recap, run_roles
 
 pytestmark = pytest.mark.lab
 
@@ -22,10 +20,8 @@ HELD = ["nvidia-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1", "libnvi
 
 
 def converge(node, tmp_path, version):
-    path = tmp_path / "play.yml"
-    path.write_text(ROLE_PLAYBOOK.format(role="gpufleet.cloud.nvidia_driver"))
     extra = {"nvidia_driver_source": "distro", "nvidia_driver_version": version}
-    result = run_playbook("-i", f"{node},", "-c", PODMAN_CONNECTION, "-e", json.dumps(extra), str(path))
+    result = run_roles(node, tmp_path, ["gpufleet.cloud.nvidia_driver"], extra)
     assert result.returncode == 0, result.stdout + result.stderr
     return recap(result.stdout)[node]
 

@@ -9,7 +9,6 @@ podman masquerading the connection from its bridge gateway 10.88.0.1."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
 
@@ -17,7 +16,9 @@ import pytest
 
 from gpufleet.lab import _PROVISION, _nodes, _ssh
 from tests.integration.conftest import node_container
-from tests.integration.helpers import assert_refused_before_any_change, node_exec, recap, run_playbook
+from tests.integration.helpers import assert_refused_before_any_change
+from tests.support.nodes import node_exec, recap, run_playbook
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.lab
 
@@ -36,19 +37,13 @@ LAB_SETTINGS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((ADDRESS, 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def ssh_node(tmp_path_factory):
     """A node with sshd published on ADDRESS, the lab user and key, a
     known_hosts file, and an inventory that reaches it over SSH."""
     work = tmp_path_factory.mktemp("ssh-node")
     key = _ssh.ensure_key(work)
-    port = free_port()
+    port = free_port(ADDRESS)
     # NET_ADMIN in the node's own network namespace, as lab nodes have it.
     with node_container("--cap-add", "NET_ADMIN", "--publish", f"{ADDRESS}:{port}:22") as name:
         node = _nodes.Node(index=0, name=name, hostname=name, address=ADDRESS, port=port)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gpufleet.lab import _emulator, _nodes
-from tests.emulators.s3_server import free_port
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[4]
 

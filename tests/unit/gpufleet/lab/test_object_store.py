@@ -16,7 +16,7 @@ import botocore.exceptions
 import pytest
 
 from gpufleet.lab import _object_store
-from tests.emulators.s3_server import free_port
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[4]
 

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from gpufleet.lab import Lab, _emulator, _object_store, _process, _ssh
-from tests.emulators.s3_server import free_port
+from tests.support.ports import free_port
 from tests.unit.gpufleet.lab.test_lab import FakePodman
 
 ROOT = Path(__file__).resolve().parents[4]

@@ -7,20 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-BINARY = Path(__file__).resolve().parents[1] / ".cache" / "tools" / "prometheus" / "prometheus"
+from tests.support.ports import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+BINARY = Path(__file__).resolve().parents[2] / ".cache" / "tools" / "prometheus" / "prometheus"
 
 
 class Prometheus:

@@ -34,6 +34,7 @@ help:
 	@echo "make lab-fleet | lab-roles   the lab stage's two independent halves (make lab-guard: the guard's lab tests alone)"
 	@echo "make bench-inventory   inventory benchmark (not part of make test)"
 	@echo "make bench-fleet       lab at 1, 4, 8 nodes: no-op converge and drift scan, three configs"
+	@echo "make bench-molecule    Molecule's create and destroy: the podman driver's playbooks against ours"
 	@echo "make bench-revisions BEFORE=<rev>   this checkout against <rev> on the lab: tasks and CPU per no-op converge"
 	@echo "make ee-context        the AWX execution environment's build context in build/ee/context"
 	@echo "make ee-image EE_TAG=REGISTRY/NAME:TAG   build that image (needs registries: see docs/awx.md)"
@@ -250,7 +251,9 @@ gpu-probe:
 	tools/gpu-probe --out $(OUT)
 
 # ---- benchmarks (never part of make test) ------------------------------
-.PHONY: bench-inventory bench-fleet bench-revisions
+.PHONY: bench-inventory bench-fleet bench-revisions bench-molecule
+bench-molecule: venv collections images
+	$(BIN)/python -m bench.molecule
 bench-inventory: venv collections
 	$(BIN)/python -m bench.inventory
 # Takes over the lab fleet (gpufleet lab up -n 1, 4, 8) and leaves it at 8.

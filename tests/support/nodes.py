@@ -66,11 +66,16 @@ ROLE_PLAYBOOK = """
 """
 
 
+def roles_play(roles: str | list[str]) -> str:
+    """ROLE_PLAYBOOK for one role, or for each of a list of roles in order."""
+    return ROLE_PLAYBOOK.format(role=roles if isinstance(roles, str) else "\n    - ".join(roles))
+
+
 def run_roles(node: str, workdir: Path, roles: list[str], extra_vars: dict, *, check: bool = False,
               diff: bool = False) -> subprocess.CompletedProcess:
     """One play of `roles` on `node` with `extra_vars` (facts gathered);
     the finished run."""
     path = workdir / "play.yml"
-    path.write_text(ROLE_PLAYBOOK.format(role="\n    - ".join(roles)))
+    path.write_text(roles_play(roles))
     flags = (["--check"] if check else []) + (["--diff"] if diff else [])
     return run_playbook(*flags, "-i", f"{node},", "-c", PODMAN_CONNECTION, "-e", json.dumps(extra_vars), str(path))

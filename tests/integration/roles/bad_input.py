@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.nodes import PODMAN_CONNECTION, ROLE_PLAYBOOK, node_has_package, node_has_path, run_playbook
+from tests.support.nodes import PODMAN_CONNECTION, node_has_package, node_has_path, roles_play, run_playbook
 
 
 def alias(index: int) -> str:
@@ -39,7 +39,7 @@ def run_cases(node: str, role: str | list[str], cases: dict[str, dict], workdir:
     inventory = workdir / "inventory.json"
     inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
     play = workdir / "play.yml"
-    play.write_text(ROLE_PLAYBOOK.format(role=role if isinstance(role, str) else "\n    - ".join(role)))
+    play.write_text(roles_play(role))
     # One structured record per host and task, so each case's message is
     # read from that case's own results.
     env = {"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_FORKS": str(max(5, len(cases)))}

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shlex
 import sys
 from pathlib import Path
 
-from . import _history, _peers, _runner, _waivers
+from . import _fix, _history, _peers, _runner, _waivers
 from ._model import EXIT_FAILED, load_report
 from ._render_html import html
 from ._render_junit import junit
@@ -75,7 +76,7 @@ def _build(root: Path, args, report_path: Path):
     if args.waivers or waivers_file.exists():
         _waivers.apply(report.records, _waivers.load(waivers_file))
     reachable = {h: m for h, m in report.hosts.items() if report.host_state(h) != "unreachable"}
-    report.peers = _peers.compare(reachable)
+    report.peers = _peers.compare(reachable, report.roles_by_host())
     _history.record(args.history or root / ".gpufleet" / "drift-history.jsonl", report)
     return report
 
@@ -95,6 +96,9 @@ def _scan(root: Path, args, out_dir: Path, base: Path):
         print(f"gpufleet drift: the scan produced no report (ansible-playbook rc {rc}, {status})", file=sys.stderr)
         return None
     report = _build(base, args, raw)
+    if report.drifted():
+        report.next_step = shlex.join(["gpufleet", "drift", "-i", args.inventory, "--limit",
+                                       ",".join(report.drifted_hosts()), "--fix"])
     _write(report, out_dir)
     if args.format == "json":
         reports = {kind: str(out_dir.resolve() / f"report.{kind}") for kind in ("json", "xml", "html")}
@@ -138,11 +142,19 @@ def run(root: Path, args, workdir: Path | None = None) -> int:
             if answer not in ("y", "yes"):
                 print("fix: cancelled")
                 return report.exit_code()
-        rc, status = _runner.fix(root, args.inventory, hosts, roles, quiet=args.quiet)
-        print(f"fix: ansible-playbook rc {rc} ({status}); scanning again",
-              file=sys.stderr if args.format == "json" else sys.stdout)
+        failures = _fix.Failures()
+        rc, status = _runner.fix(root, args.inventory, hosts, roles, quiet=args.quiet, on_event=failures)
+        stream = sys.stderr if args.format == "json" else sys.stdout
+        print(f"fix: ansible-playbook rc {rc} ({status}); scanning again", file=stream)
         again = _scan(root, args, out_dir / "after-fix", base)
-        return again.exit_code() if again else EXIT_FAILED
+        if again is None:
+            return EXIT_FAILED
+        # The scan after says what the converge left, its report what was
+        # repaired; a converge that failed is never an exit 0.
+        again.fix = _fix.outcome(report, again, failures, rc)
+        _write(again, out_dir / "after-fix")
+        print("\n".join(_fix.lines(again.fix)), file=stream)
+        return again.exit_code() | (EXIT_FAILED if rc != 0 else 0)
     except _waivers.WaiverError as exc:
         print(f"gpufleet drift: --waivers: {exc}", file=sys.stderr)
         return EXIT_USAGE

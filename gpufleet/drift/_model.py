@@ -23,6 +23,10 @@ class Report:
     started: str = ""
     finished: str = ""
     peers: list[dict] = dataclasses.field(default_factory=list)
+    # After --fix: what the converge repaired and what not, and why (_fix).
+    fix: dict | None = None
+    # The command that repairs what drifted, for the table's and the HTML's end.
+    next_step: str | None = None
 
     # -- selections --------------------------------------------------------
     def by_state(self, state: str) -> list[dict]:
@@ -30,6 +34,15 @@ class Report:
 
     def drifted(self, include_waived: bool = False) -> list[dict]:
         return [r for r in self.by_state("drifted") if include_waived or not r.get("waiver")]
+
+    def not_scanned(self) -> dict[str, list[dict]]:
+        """Per host whose run ended at a failure, the resources it never
+        reached (the callback's not_scanned records)."""
+        out: dict[str, list[dict]] = defaultdict(list)
+        for r in self.records:
+            if r.get("not_scanned"):
+                out[r["host"]].append(r)
+        return dict(out)
 
     def host_state(self, host: str) -> str:
         """One word per host: the worst state of its records."""
@@ -54,7 +67,9 @@ class Report:
         return 100.0 * ok / len(self.hosts)
 
     def coverage_percent(self) -> float:
-        """Share of recorded resources whose state could be verified."""
+        """Share of the resources the scan should have read whose state it
+        verified: the not-scanned ones of a host whose run ended early count
+        as unverified."""
         judged = [r for r in self.records if r["state"] != "unreachable"]
         if not judged:
             return 0.0
@@ -82,6 +97,15 @@ class Report:
         return sorted({name.rsplit(".", 1)[-1] for r in self.drifted() if r.get("role")
                        for name in (r.get("applied_by") or [r["role"]])})
 
+    def roles_by_host(self) -> dict[str, set[str]]:
+        """The roles each host's records come from: what site.yml applied
+        to it (peers are compared only with hosts given the same roles)."""
+        out: dict[str, set[str]] = defaultdict(set)
+        for r in self.records:
+            if r.get("role"):
+                out[r["host"]].add(r["role"])
+        return dict(out)
+
     def drifted_hosts(self) -> list[str]:
         return sorted({r["host"] for r in self.drifted()})
 
@@ -94,11 +118,13 @@ class Report:
                 "hosts": len(self.hosts),
                 "in_sync_percent": round(self.in_sync_percent(), 1),
                 "coverage_percent": round(self.coverage_percent(), 1),
+                "not_scanned": {h: len(rs) for h, rs in sorted(self.not_scanned().items())},
                 "states": dict(self.counts()),
                 "exit_code": self.exit_code(),
             },
             "hosts": {h: {**m, "state": self.host_state(h)} for h, m in sorted(self.hosts.items())},
             "peers": self.peers,
+            **({"fix": self.fix} if self.fix is not None else {}),
             "records": self.records,
         }
 

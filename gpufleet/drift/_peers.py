@@ -1,21 +1,27 @@
-"""Peer comparison: a node whose kernel or package versions differ from the
-rest of its inventory group is flagged, e.g.
-"nvidia-driver 535.183 on 1 of 12 nodes, others 535.216"."""
+"""Peer comparison: a node whose kernel or package versions differ from its
+peers is flagged, e.g. "nvidia-driver 535.183 on 1 of 12 nodes, others
+535.216". Peers share an inventory group, an OS release and the roles
+site.yml applied to them: a Debian 12 node against a Debian 13 one, or a
+GPU node's packages against a node without GPUs, differ by design."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 
 
-def compare(hosts: dict[str, dict]) -> list[dict]:
-    groups: dict[str, list[str]] = defaultdict(list)
+def compare(hosts: dict[str, dict], roles: dict[str, set[str]] | None = None) -> list[dict]:
+    """`hosts`: the report's host metadata (groups, os, versions); `roles`:
+    the roles recorded on each host (a host missing there is its own kind)."""
+    roles = roles or {}
+    groups: dict[tuple[str, str, tuple[str, ...]], list[str]] = defaultdict(list)
     for host, meta in hosts.items():
+        kind = (str(meta.get("os", "unknown")), tuple(sorted(roles.get(host, ()))))
         for group in meta.get("groups") or ["all"]:
-            groups[group].append(host)
+            groups[(group, *kind)].append(host)
     flags: dict[tuple[str, str], dict] = {}
     # Larger groups first: a host flagged in its widest group is not repeated
     # for every smaller group it also belongs to.
-    for group, members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+    for (group, *_kind), members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         if len(members) < 2:
             continue
         keys = sorted({k for h in members for k in hosts[h].get("versions", {})})

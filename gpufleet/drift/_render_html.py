@@ -87,7 +87,7 @@ def _page(report) -> _Page:
     for r in records:
         hosts.setdefault(r["host"], {})
     return _Page(hosts=hosts, records=records, started=report.started, finished=report.finished,
-                 peers=list(report.peers or []))
+                 peers=list(report.peers or []), next_step=getattr(report, "next_step", None))
 
 
 def _anchors(hosts) -> dict[str, str]:
@@ -223,7 +223,11 @@ def context(report) -> dict:
     counts = page.counts()
     hosts = sorted(page.hosts, key=_natural)
     anchors = _anchors(hosts)
-    drifted_hosts = [h for h in hosts if page.host_state(h) == "drifted"]
+    # A host with a failed check and drift is in both lists: the failure
+    # hides none of its drift.
+    live = set(page.drifted_hosts())
+    drifted_hosts = [h for h in hosts if h in live]
+    failed_hosts = [h for h in hosts if page.host_state(h) == "failed"]
     roles, rows = _grid(page, hosts, anchors)
     sections = []
     for host in hosts:
@@ -248,6 +252,7 @@ def context(report) -> dict:
             {"label": "coverage", "value": f"{page.coverage_percent():.1f}%"},
         ],
         "drifted_hosts": drifted_hosts,
+        "failed_hosts": failed_hosts,
         "legend": [{"state": s, "glyph": GLYPH[s], "label": LABEL[s]} for s in reversed(CELL_RANK)],
         "roles": roles, "rows": rows,
         "most_drifted": [{"resource": r, "nodes": n} for r, n in page.most_drifted()],
@@ -256,6 +261,7 @@ def context(report) -> dict:
         "peers": [{"host": _text(p.get("host")), "message": _text(p.get("message")), "group": _text(p.get("group"))}
                   for p in page.peers],
         "sections": sections,
+        "next_step": _text(page.next_step) if page.next_step else None,
     }
 
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 def table(report) -> str:
     lines = []
     lines.append(f"{'HOST':<20} {'STATE':<17} {'RESOURCE'}")
-    interesting = [r for r in report.records if r["state"] != "in-sync"]
+    interesting = [r for r in report.records if r["state"] != "in-sync" and not r.get("not_scanned")]
     for r in sorted(interesting, key=lambda r: (r["host"], r["state"], r["resource"])):
         state = r["state"] + (" (waived)" if r.get("waiver") else "")
         lines.append(f"{r['host']:<20} {state:<17} {r['resource']}")
         if r.get("message") and r["state"] != "drifted":
             lines.append(f"{'':<20} {'':<17} {r['message'].splitlines()[0][:100]}")
-    if not interesting:
+    # One line per host, not one per resource: the JSON report lists them.
+    for host, records in sorted(report.not_scanned().items()):
+        lines.append(f"{host:<20} {'not scanned':<17} {len(records)} resources: {records[0]['message'][13:]}")
+    if not interesting and not report.not_scanned():
         lines.append("(every resource on every host is in sync)")
     for flag in report.peers:
         lines.append(f"{flag['host']:<20} {'peer-mismatch':<17} {flag['message']}")
@@ -24,4 +27,6 @@ def table(report) -> str:
         f"hosts {len(report.hosts)}  in sync {report.in_sync_percent():.0f}%  "
         f"coverage {report.coverage_percent():.1f}%  {states}  exit {report.exit_code()}"
     )
+    if report.next_step:
+        lines.append(f"to repair what drifted: {report.next_step}")
     return "\n".join(lines)

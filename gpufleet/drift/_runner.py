@@ -19,6 +19,9 @@ def scan(root: Path, inventory: str, report_path: Path, limit: str | None = None
     return run_playbook(root, "playbooks/drift.yml", inventory, env, "--check --diff", limit, tags, quiet)
 
 
-def fix(root: Path, inventory: str, hosts: list[str], roles: list[str], quiet: bool = False) -> tuple[int, str]:
-    """Converge only the drifted hosts, and only the drifted roles' tags."""
-    return run_playbook(root, "site.yml", inventory, {}, "", ",".join(hosts), ",".join(roles) or None, quiet)
+def fix(root: Path, inventory: str, hosts: list[str], roles: list[str], quiet: bool = False,
+        on_event=None) -> tuple[int, str]:
+    """Converge only the drifted hosts, and only the drifted roles' tags;
+    ``on_event`` sees each of the run's events."""
+    return run_playbook(root, "site.yml", inventory, {}, "", ",".join(hosts), ",".join(roles) or None, quiet,
+                        on_event=on_event)

@@ -16,9 +16,14 @@ description:
   - Diffs of tasks under C(no_log) are replaced by a redaction marker; tasks
     with C(diff) set to false produce no diff.
   - Also records per-host metadata from the inventory (C(gpufleet_provider),
-    C(gpufleet_region), C(gpufleet_gpu)) and the versions of the kernel, of
+    C(gpufleet_region), C(gpufleet_gpu)), the OS release and the versions of the kernel, of
     key packages and of the driver and CUDA that P(gpufleet.cloud.gpu_facts#module)
     reports, for peer comparison.
+  - A host whose run ended at a failure (one that no rescue or
+    C(ignore_errors) caught) gets a C(could-not-verify) record with
+    C(not_scanned) set for every resource task of the plays it belongs to
+    that it never reached, so that coverage counts what should have been
+    read, not only what was.
   - Writes one JSON document at the end of the run.
 requirements:
   - enable in configuration, for example C(ANSIBLE_CALLBACKS_ENABLED=gpufleet.cloud.drift)
@@ -61,6 +66,7 @@ import json
 import os
 
 from ansible import context
+from ansible.playbook.block import Block
 from ansible.playbook.handler import Handler
 from ansible.plugins.callback import CallbackBase
 
@@ -80,6 +86,11 @@ class CallbackModule(CallbackBase):
         self._started = datetime.datetime.now(datetime.timezone.utc)
         self._check_mode = bool(context.CLIARGS.get("check", False))
         self._variable_manager = None
+        self._plays = []
+        # (host, task name) of every task that reported on a host, recorded
+        # or not: what a host whose run ended early never reached is the rest.
+        self._seen = set()
+        self._ended_at = {}
 
     # -- helpers ---------------------------------------------------------
     def _host_meta(self, host):
@@ -112,6 +123,11 @@ class CallbackModule(CallbackBase):
         kernel = facts.get("ansible_kernel") or facts.get("kernel")
         if kernel:
             versions["kernel"] = str(kernel)
+        distribution = facts.get("ansible_distribution") or facts.get("distribution")
+        if distribution:
+            # The release peers must share (Debian 12 and 13 differ by design).
+            release = facts.get("ansible_distribution_major_version") or facts.get("distribution_major_version")
+            self._host_meta(host)["os"] = "%s %s" % (distribution, release or "")
         # What the GPUs run, as gpu_facts reads it from nvidia-smi: the
         # packages say what is installed, this says what is loaded.
         gpu = facts.get("gpu")
@@ -133,6 +149,7 @@ class CallbackModule(CallbackBase):
         res = result._result
         self._host_meta(host)
         self._collect_versions(host, res)
+        self._seen.add((host.get_name(), task.get_name()))
         if _drift.IGNORE_TAG in (task.tags or ()):
             return
         if isinstance(task, Handler):
@@ -161,7 +178,7 @@ class CallbackModule(CallbackBase):
             # site.yml: --fix reaches it through the roles that include it.
             record["applied_by"] = applied_by
         if state == _drift.DRIFTED:
-            record["diff"] = _drift.redact_diff(res, no_log)
+            record["diff"] = _drift.redact_diff(res, no_log) or (None if no_log else _drift.unit_diff(res))
         elif state in (_drift.FAILED, _drift.UNREACHABLE, _drift.NOT_VERIFIED):
             record["message"] = "(censored)" if no_log else str(res.get("msg", ""))[:2000]
         # A handler or a repeated task name on the same host: keep the worst.
@@ -173,12 +190,15 @@ class CallbackModule(CallbackBase):
     # -- events ------------------------------------------------------------
     def v2_playbook_on_play_start(self, play):
         self._variable_manager = play.get_variable_manager()
+        self._plays.append(play)
 
     def v2_runner_on_ok(self, result):
         if "results" not in result._result:  # looped tasks are recorded per item
             self._record(result, "ok")
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
+        if not ignore_errors and not _rescued(result._task):
+            self._ended_at[result._host.get_name()] = result._task.get_name()
         if "results" not in result._result:
             self._record(result, "failed")
 
@@ -199,6 +219,7 @@ class CallbackModule(CallbackBase):
         self._record(result, "skipped", item=result._result.get("item"))
 
     def v2_playbook_on_stats(self, stats):
+        self._not_scanned(stats)
         records = sorted(self._records.values(), key=lambda r: (r["host"], r["resource"]))
         for host in stats.processed:
             self._hosts.setdefault(host, {"provider": "unknown", "region": "unknown", "gpu_model": "none",
@@ -219,6 +240,80 @@ class CallbackModule(CallbackBase):
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=1, sort_keys=True)
         os.replace(tmp, path)  # readers never see half a report
+
+    def _not_scanned(self, stats):
+        """A could-not-verify record for each resource task that a host
+        whose run ended at a failure never reached, in the plays it belongs
+        to (a play for a group the host was never sorted into is not
+        counted: which resources it holds is not known)."""
+        failures = getattr(stats, "failures", {}) or {}
+        ended = {h: t for h, t in self._ended_at.items() if failures.get(h)}
+        if not ended:
+            return
+        only_tags = context.CLIARGS.get("tags") or ("all",)
+        skip_tags = context.CLIARGS.get("skip_tags") or ()
+        for play in self._plays:
+            members = self._members(play)
+            for task in _tasks(play.compile()):
+                if (task.action in _drift.READ_ONLY_ACTIONS and task.action not in _INCLUDES) \
+                        or _probe(task) or _drift.IGNORE_TAG in (task.tags or ()) \
+                        or not task.evaluate_tags(only_tags, skip_tags, {}):
+                    continue
+                name = task.get_name()
+                for host, at in ended.items():
+                    if (members is not None and host not in members) or (host, name) in self._seen \
+                            or (host, name) in self._records:
+                        continue
+                    role = task._role.get_name() if getattr(task, "_role", None) else None
+                    self._records[(host, name)] = {
+                        "host": host, "resource": name, "role": role, "action": task.action,
+                        "state": _drift.NOT_VERIFIED, "not_scanned": True,
+                        "message": "not scanned: this host's run ended when %r failed" % at,
+                    }
+
+    def _members(self, play):
+        """The hosts a play's pattern names at the end of the run (after
+        group_by), or None when that cannot be read: then every ended host
+        counts."""
+        try:
+            inventory = self._variable_manager._inventory  # pylint: disable=protected-access
+            return {h.get_name() for h in inventory.get_hosts(play.hosts, ignore_restrictions=True)}
+        except Exception:  # pylint: disable=broad-except
+            return None
+
+
+_INCLUDES = frozenset(a for name in ("include_tasks", "include_role")
+                      for a in (name, "ansible.builtin." + name, "ansible.legacy." + name))
+
+
+def _tasks(blocks):
+    """The tasks of blocks in play order: each block's tasks and its
+    always section (a rescue runs only after a failure)."""
+    for block in blocks:
+        for part in (block.block, block.always):
+            for item in part or ():
+                if isinstance(item, Block):
+                    yield from _tasks([item])
+                else:
+                    yield item
+
+
+def _probe(task):
+    """A command that reads (changed_when: false) owns no resource."""
+    changed_when = task.changed_when
+    values = changed_when if isinstance(changed_when, list) else [changed_when]
+    return task.action in _drift.COMMAND_ACTIONS and values in ([False], ["false"], ["False"])
+
+
+def _rescued(task):
+    """Whether a block above the task has a rescue section, which catches
+    its failure: the host's run goes on."""
+    parent = getattr(task, "_parent", None)
+    while parent is not None:
+        if isinstance(parent, Block) and parent.rescue:
+            return True
+        parent = getattr(parent, "_parent", None)
+    return False
 
 
 def _applied_by(role, depth=0):

@@ -126,6 +126,28 @@ def redact_diff(result, no_log):
     return out or None
 
 
+_ACTIVE = {"started": "active", "restarted": "active", "reloaded": "active", "stopped": "inactive"}
+
+
+def unit_diff(result):
+    """For a unit task (systemd_service) that reports no diff of its own: the
+    state systemd reported before (its `status`) against the one the task
+    wants, so a drifted timer or service shows what it found."""
+    status = result.get("status")
+    if not result.get("changed") or not isinstance(status, dict) or "ActiveState" not in status:
+        return None
+    found = {"UnitFileState": status.get("UnitFileState", "unknown"), "ActiveState": status.get("ActiveState")}
+    wanted = dict(found)
+    if isinstance(result.get("enabled"), bool):
+        wanted["UnitFileState"] = "enabled" if result["enabled"] else "disabled"
+    if result.get("state") in _ACTIVE:
+        wanted["ActiveState"] = _ACTIVE[result["state"]]
+    name = str(result.get("name") or status.get("Id") or "unit")
+    return [{"before_header": name + " (systemd)", "after_header": name + " (wanted)",
+             "before": "".join("%s=%s\n" % kv for kv in sorted(found.items())),
+             "after": "".join("%s=%s\n" % kv for kv in sorted(wanted.items()))}]
+
+
 def exit_code(records, waived=frozenset()):
     """The bitmask: 2 drift, 4 failures, 8 unreachable. `waived` holds
     (host, resource) pairs whose drift is accepted."""

@@ -48,6 +48,9 @@ class Mutation:
     argv: tuple[str, ...]
     flags: tuple[str, ...]
     shows: str | None = None
+    # A blocker makes a check fail: its resource is failed, before and
+    # after --fix, and it must hide or block nothing else on its host.
+    blocker: bool = False
 
 
 def sh(script):
@@ -59,6 +62,16 @@ def sh(script):
 # within a node: jq is used before it is removed.
 MUTATIONS = (
     # The GPU-stack node.
+    # The blocker: a foreign drop-in that sorts before the role's wins over
+    # it and turns passwords back on, so security's check fails. Every other
+    # row of this node (the firewall row in the same role, and every role
+    # after it) is still reported by the same scan and repaired by the
+    # same --fix, and the message names the file.
+    Mutation(GPU_NODE, "blocker: a foreign sshd drop-in that sorts first",
+             sh("printf 'PasswordAuthentication yes\\n' > /etc/ssh/sshd_config.d/00-aaa-local.conf"
+                " && systemctl restart ssh"),
+             (SECURITY + "Check that sshd uses the hardened settings",),
+             "/etc/ssh/sshd_config.d/00-aaa-local.conf", blocker=True),
     # dockerd restarted with a flag site.yml does not give, from a runtime
     # drop-in that is gone again: no file the role reads changed, only the
     # command line that runs. Before the daemon.json row, whose change must
@@ -117,6 +130,12 @@ MUTATIONS = (
              (DOCKER + "Add the users to the docker group [trainer]",)),
     Mutation(GPU_NODE, "group membership", ("gpasswd", "--delete", "gpufleet", "docker"),
              (DOCKER + "Add the users to the docker group [gpufleet]",)),
+    # Members added that docker_users does not list: the docker group is
+    # root on the node, so it holds docker_users and no one else.
+    Mutation(GPU_NODE, "group membership", ("gpasswd", "--add", "nobody", "docker"),
+             (DOCKER + "Remove the members docker_users does not list from the docker group [nobody]",)),
+    Mutation(GPU_NODE, "group membership", ("gpasswd", "--add", "daemon", "docker"),
+             (DOCKER + "Remove the members docker_users does not list from the docker group [daemon]",)),
     # Packaged files written over, as NVIDIA's .run installer does to the
     # driver's libraries: dpkg's database still says installed.
     Mutation(GPU_NODE, "packaged files",
@@ -159,6 +178,26 @@ MUTATIONS = (
                 " > $d/by-hand.conf && systemctl daemon-reload && systemctl restart gpufleet-guard"
                 " && rm $d/by-hand.conf && systemctl daemon-reload"),
              (GUARD + "Check that the guard runs its current code and configuration",), "-X"),
+    # Drop-ins that override what a managed unit's own file sets: the files
+    # the roles write are untouched, systemd runs something else. --fix
+    # moves each aside (kept as NAME.gpufleet-disabled) and restarts the unit.
+    Mutation(PLAIN_NODE, "unit drop-in",
+             sh("d=/etc/systemd/system/gpufleet-backup.timer.d && mkdir -p $d"
+                " && printf '[Timer]\\nOnUnitActiveSec=\\nOnCalendar=weekly\\n' > $d/weekly.conf"
+                " && systemctl daemon-reload"),
+             (BACKUP + "Move aside the drop-ins that override the backup units [gpufleet-backup.timer]",),
+             "OnCalendar=weekly"),
+    Mutation(GPU_NODE, "unit drop-in",
+             sh("d=/etc/systemd/system/prometheus-node-exporter.service.d && mkdir -p $d"
+                " && printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/prometheus-node-exporter"
+                " --collector.disable-defaults\\n' > $d/50-local.conf && systemctl daemon-reload"),
+             (MONITORING + "Move aside the drop-ins that override node_exporter",), "--collector.disable-defaults"),
+    # Managed units masked while they run: nothing changes until the next
+    # boot, when they would not start. --fix unmasks them.
+    Mutation(PLAIN_NODE, "masked unit", ("systemctl", "mask", "chrony"), (BASELINE + "Enable and start chrony",),
+             "UnitFileState=masked"),
+    Mutation(PLAIN_NODE, "masked unit", ("systemctl", "mask", "prometheus-node-exporter"),
+             (MONITORING + "Enable and start node_exporter",)),
     Mutation(PLAIN_NODE, "package", ("apt-get", "remove", "-y", "-qq", "numactl"), (BASELINE + "Install base packages",)),
     # The running firewall's chain opened by its policy, not by a rule.
     Mutation(PLAIN_NODE, "kernel firewall", ("nft", "chain", "inet", "gpufleet", "input", "{ policy accept ; }"),
@@ -168,9 +207,10 @@ MUTATIONS = (
     Mutation(PLAIN_NODE, "timer", ("systemctl", "stop", "gpufleet-backup-prune.timer"),
              (BACKUP + "Enable and start the timers [gpufleet-backup-prune]",)),
     Mutation(PLAIN_NODE, "timer", ("systemctl", "disable", "--now", "gpufleet-health.timer"),
-             (NODE_HEALTH + "Enable and start the health check timer",)),
+             (NODE_HEALTH + "Enable and start the health check timer",), "UnitFileState=disabled"),
 )
-EXPECTED_DRIFT = {(m.host, resource) for m in MUTATIONS for resource in m.flags}
+EXPECTED_DRIFT = {(m.host, resource) for m in MUTATIONS if not m.blocker for resource in m.flags}
+BLOCKED = {(m.host, resource) for m in MUTATIONS if m.blocker for resource in m.flags}
 
 
 def main_argv(host, unit):
@@ -198,6 +238,11 @@ def lab_status(name):
     return "absent"
 
 
+def role_of(resource):
+    """The grid column of a resource: "gpufleet.cloud.baseline : ..." is baseline."""
+    return resource.split(" : ", 1)[0].rsplit(".", 1)[-1]
+
+
 def not_in_sync(report):
     return {(r["host"], r["resource"]) for r in report["records"] if r["state"] != "in-sync"}
 
@@ -219,6 +264,10 @@ def test_a_converged_fleet_is_clean(converged, first_converge):
     assert report["summary"]["coverage_percent"] == 100.0
     assert report["summary"]["states"].get("in-sync", 0) > 0
     assert set(report["hosts"]) == set(LAB_HOSTS)
+    # The lab's two nodes are not peers (Debian 12 without GPUs, Debian 13
+    # with the GPU stack): their differences are by design, not flagged.
+    assert report["peers"] == [] and "peer-mismatch" not in result.stdout, result.stdout
+    assert {report["hosts"][h]["os"] for h in LAB_HOSTS} == {"Debian 12", "Debian 13"}
 
 
 def test_prometheus_scrapes_every_lab_node(converged, tmp_path):
@@ -304,30 +353,40 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     # drift (its reports land in out/), it converges only what drifted, and
     # its second scan (out/after-fix/) must find the fleet clean. A separate
     # scan before and after would repeat both fleet-wide scans.
-    result, report, out = drift(tmp_path, "fix", "--fix", "--yes")
+    try:
+        result, report, out = drift(tmp_path, "fix", "--fix", "--yes")
+    finally:
+        # The fleet is the session's: the blocker goes, whatever happened.
+        node_exec(GPU, "sh", "-c", "rm -f /etc/ssh/sshd_config.d/00-aaa-local.conf && systemctl restart ssh")
     assert report, result.stdout + result.stderr
-    assert report["summary"]["exit_code"] == 2, report["summary"]
-    assert not_in_sync(report) == EXPECTED_DRIFT
+    # The blocker's failure hides nothing: every row is reported by the scan
+    # that failed there, with a coverage of every resource it read.
+    assert report["summary"]["exit_code"] == 2 | 4, report["summary"]
+    assert not_in_sync(report) == EXPECTED_DRIFT | BLOCKED
+    assert {(r["host"], r["resource"]) for r in report["records"] if r["state"] == "failed"} == BLOCKED
+    assert report["summary"]["not_scanned"] == {}
     for mutation in MUTATIONS:
         if mutation.shows:
             record = next(r for r in report["records"]
                           if r["host"] == mutation.host and r["resource"] == mutation.flags[0])
-            assert mutation.shows in json.dumps(record["diff"]), f"{mutation}: the diff shows the hand-made change"
+            seen = record["message"] if mutation.blocker else json.dumps(record["diff"])
+            assert mutation.shows in seen, f"{mutation}: the record shows the hand-made change"
     table = result.stdout.split("\n\n")[0]
     assert all(host in table for host in LAB_HOSTS), table
     # The first scan's summary line says what a plain scan would exit with.
-    assert "exit 2" in result.stdout.split("fix: converge")[0]
+    assert "exit 6" in result.stdout.split("fix: converge")[0]
     # Only the drifted nodes are converged, and the internal role's
     # resources are reached through the roles that include it.
     fixed = next(line for line in result.stdout.splitlines() if line.startswith("fix: converge "))
     assert fixed.startswith(f"fix: converge {', '.join(LAB_HOSTS)} for "), fixed
     assert "nvidia_driver" in fixed.split(" for ", 1)[1].split(", "), fixed
 
-    # JUnit: each node's suite has its own failures.
+    # JUnit: each node's suite has its own failures (drift) and errors (failed checks).
     junit = (out / "report.xml").read_text()
     for host in LAB_HOSTS:
         failures = sum(1 for h, _r in EXPECTED_DRIFT if h == host)
-        assert re.search(rf'name="{host}" tests="\d+" failures="{failures}"', junit), (host, failures)
+        errors = sum(1 for h, _r in BLOCKED if h == host)
+        assert re.search(rf'name="{host}" tests="\d+" failures="{failures}" errors="{errors}"', junit), (host, failures)
 
     # The HTML report, as a person sees it in a browser.
     browser = shutil.which("chromium")
@@ -340,6 +399,7 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     dom = subprocess.run([browser, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120,
                          check=True).stdout
     assert f"Drifted: {', '.join(LAB_HOSTS)}</p>" in dom
+    assert f"Failed checks: {GPU_NODE}</p>" in dom
     assert ">0%</b>nodes in sync" in dom
     # The hosts x roles grid: each node's row marks drifted exactly the roles
     # of its hand-made drift, and no other cell is out of sync (the grid's
@@ -351,23 +411,33 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     shown = Page(dom)
     assert sorted(shown.rows) == sorted(LAB_HOSTS), shown.rows
     for host in LAB_HOSTS:
-        resources = {resource for h, resource in EXPECTED_DRIFT if h == host}
-        roles = {resource.split(" : ", 1)[0].rsplit(".", 1)[-1] for resource in resources}
+        resources = {resource for h, resource in EXPECTED_DRIFT | BLOCKED if h == host}
+        # A cell shows its role's worst record: failed over drifted.
+        want = {**{role_of(r): "drifted" for h, r in EXPECTED_DRIFT if h == host},
+                **{role_of(r): "failed" for h, r in BLOCKED if h == host}}
         out_of_sync = {role: state for (h, role), state in shown.cells.items()
                        if h == host and state not in ("in-sync", "none")}
-        assert out_of_sync == dict.fromkeys(roles, "drifted"), (host, out_of_sync)
+        assert out_of_sync == want, (host, out_of_sync)
         section = shown.sections[host]
         assert all(resource in section.text for resource in resources), (host, section.text[:3000])
         assert section.diffs, f"{host}: its section shows its drifted resources' diffs"
     assert set(shown.links) <= set(shown.ids), "every grid link goes to a host's section"
 
-    # After the fix: the second scan exits 0 with every resource in sync.
+    # After the one fix: every row but the blocker is repaired, and the
+    # second scan names only the blocker. The converge failed there, which
+    # the exit code says (4), and so does the fix's record, with the reason.
     # stderr: the fix run's progress, where each failed task is named with its reason.
-    assert result.returncode == 0, result.stdout[-3000:] + "\n" + "\n".join(
-        line for line in result.stderr.splitlines() if "failed:" in line)
     after = json.loads((out / "after-fix" / "report.json").read_text())
-    assert after["summary"]["exit_code"] == 0 and not_in_sync(after) == set()
+    assert after["summary"]["exit_code"] == 4 and not_in_sync(after) == BLOCKED, (
+        sorted(not_in_sync(after)), "\n".join(line for line in result.stderr.splitlines() if "failed:" in line))
+    assert result.returncode == 4, result.stdout[-3000:]
     assert set(after["hosts"]) == set(LAB_HOSTS)
+    fix = after["fix"]
+    assert fix["converge_rc"] != 0
+    assert {(r["host"], r["resource"]) for r in fix["repaired"]} == EXPECTED_DRIFT
+    assert [(r["host"], r["resource"]) for r in fix["not_repaired"]] == sorted(BLOCKED)
+    assert "00-aaa-local.conf" in fix["not_repaired"][0]["why"], fix["not_repaired"]
+    assert f"fix: repaired {len(EXPECTED_DRIFT)} of {len(EXPECTED_DRIFT | BLOCKED)} " in result.stdout
     # The kernel runs the file's table again: the hole is closed; the hold
     # is back; the packaged files are the package's again; the daemons run
     # their files' configuration.
@@ -380,9 +450,21 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
         assert node_exec(node, "sysctl", "-n", key).stdout.strip() == value, key
     for user in ("trainer", "gpufleet"):
         assert "docker" in node_exec(node, "id", "-nG", user).stdout.split(), user
+    members = node_exec(node, "getent", "group", "docker").stdout.strip().rsplit(":", 1)[1]
+    assert sorted(members.split(",")) == ["gpufleet", "trainer"], members
     held = node_exec(node, "apt-mark", "showhold").stdout.split()
     assert "libnvidia-ml1" in held and "libnccl2" in held, held
     assert "policy drop" in node_exec(PLAIN, "nft", "list", "chain", "inet", "gpufleet", "input").stdout
+    for unit in ("chrony", "prometheus-node-exporter"):
+        assert node_exec(PLAIN, "systemctl", "is-enabled", unit).stdout.strip() == "enabled", unit
+    # The overriding drop-ins are moved aside, where an operator finds them,
+    # and the units run without them.
+    for name, dropin in ((PLAIN, "/etc/systemd/system/gpufleet-backup.timer.d/weekly.conf"),
+                         (GPU, "/etc/systemd/system/prometheus-node-exporter.service.d/50-local.conf")):
+        assert node_exec(name, "test", "-e", dropin).returncode == 1, dropin
+        assert node_exec(name, "test", "-f", dropin + ".gpufleet-disabled").returncode == 0, dropin
+    assert "weekly" not in node_exec(PLAIN, "systemctl", "cat", "gpufleet-backup.timer").stdout
+    assert "--collector.disable-defaults" not in main_argv(GPU, "prometheus-node-exporter").stdout
     for name, timer in ((PLAIN, "gpufleet-backup-prune.timer"), (PLAIN, "gpufleet-health.timer")):
         assert node_exec(name, "systemctl", "is-active", timer).stdout.strip() == "active", (name, timer)
         assert node_exec(name, "systemctl", "is-enabled", timer).stdout.strip() == "enabled", (name, timer)
@@ -396,8 +478,32 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     assert "--no-collector.hwmon" not in exporter.stdout, exporter
     # History has both scans, the drifted one first.
     history = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
-    assert [run["exit_code"] for run in history] == [2, 0], history
+    assert [run["exit_code"] for run in history] == [6, 4], history
     assert len(history[0]["drifted"]) == len(EXPECTED_DRIFT) and history[1]["drifted"] == []
+
+
+def test_any_subset_of_roles_scans_and_fixes_the_gpu_stack_node(converged, tmp_path):
+    # The subsets that cross site.yml's plays on the GPU-stack node: the
+    # health gate after the GPU stack reads node_health's result, which a
+    # run limited to one of its roles must still produce. The driver role
+    # alone is also a --fix: a drift in it alone, scanned and converged with
+    # --tags nvidia_driver (the structure for every tag:
+    # tests/unit/playbooks/test_site.py).
+    hold = (GPU_NODE, NVIDIA_PACKAGES + "Hold the pinned packages against upgrades [libnvidia-ml1]")
+    assert node_exec(GPU, "apt-mark", "unhold", "libnvidia-ml1").returncode == 0
+    result, report, out = drift(tmp_path, "driver", "--limit", GPU_NODE, "--tags", "nvidia_driver", "--fix", "--yes")
+    assert report and not_in_sync(report) == {hold}, (result.stdout[-3000:], result.stderr[-3000:])
+    assert f"fix: converge {GPU_NODE} for nvidia_driver" in result.stdout
+    after = json.loads((out / "after-fix" / "report.json").read_text())
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert after["fix"]["converge_rc"] == 0 and after["fix"]["repaired"] == [{"host": hold[0], "resource": hold[1]}]
+    assert not_in_sync(after) == set() and set(after["hosts"]) == {GPU_NODE}
+    assert "libnvidia-ml1" in node_exec(GPU, "apt-mark", "showhold").stdout.split()
+    for tags in ("cuda", "node_health"):
+        result, report, _out = drift(tmp_path, tags, "--limit", GPU_NODE, "--tags", tags)
+        assert result.returncode == 0 and report, (tags, result.stdout[-3000:], result.stderr[-3000:])
+        roles = {r["role"].rsplit(".", 1)[-1] for r in report["records"] if r.get("role")}
+        assert tags in roles and set(report["hosts"]) == {GPU_NODE}, (tags, roles)
 
 
 RESTIC = "set -a; . /etc/gpufleet/backup/restic.env; set +a; restic --no-cache"

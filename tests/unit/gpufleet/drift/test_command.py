@@ -21,8 +21,9 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
-def fake_scans(monkeypatch, *scans):
-    """Each scan writes the next canned callback report."""
+def fake_scans(monkeypatch, *scans, fix_events=(), fix_rc=0):
+    """Each scan writes the next canned callback report; the fix sends
+    `fix_events` (ansible-runner's) and returns `fix_rc`."""
     calls = {"scan": 0, "fix": []}
 
     def scan(root, inventory, report_path, limit=None, tags=None, quiet=False):
@@ -35,9 +36,11 @@ def fake_scans(monkeypatch, *scans):
                                            "finished": "f"}))
         return 0, "successful"
 
-    def fix(root, inventory, hosts, roles, quiet=False):
+    def fix(root, inventory, hosts, roles, quiet=False, on_event=None):
         calls["fix"].append((hosts, roles))
-        return 0, "successful"
+        for event in fix_events:
+            on_event(event)
+        return fix_rc, "successful" if fix_rc == 0 else "failed"
 
     monkeypatch.setattr(_runner, "scan", scan)
     monkeypatch.setattr(_runner, "fix", fix)
@@ -55,8 +58,13 @@ def test_drift_exits_2_and_writes_every_format(project, monkeypatch, capsys):
     assert json.loads((out / "report.json").read_text())["summary"]["exit_code"] == 2
     assert (out / "report.xml").read_text().startswith("<?xml")
     assert "Drifted: n2" in (out / "report.html").read_text()
-    assert "n2                   drifted" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "n2                   drifted" in printed
     assert (project / ".gpufleet" / "drift-history.jsonl").exists()
+    # Both end with the command that repairs what drifted.
+    assert printed.rstrip().splitlines()[-2] == "to repair what drifted: gpufleet drift -i inv --limit n2 --fix"
+    assert ('<p id="next-step">To repair what drifted: <code>gpufleet drift -i inv --limit n2 --fix</code></p>'
+            in (out / "report.html").read_text())
 
 
 def test_fix_yes_converges_only_drifted_hosts_and_roles_then_rescans(project, monkeypatch):
@@ -64,6 +72,63 @@ def test_fix_yes_converges_only_drifted_hosts_and_roles_then_rescans(project, mo
     assert cli.main(["drift", "-i", "inv", "--output-dir", "out", "--quiet", "--fix", "--yes"]) == 0
     assert calls["fix"] == [(["n2"], ["baseline"])]
     assert calls["scan"] == 2
+
+
+def test_fix_repairs_what_it_can_and_says_what_it_could_not_and_why(project, monkeypatch, capsys):
+    # A blocker on n2 (security's check fails, before and after), drift in
+    # two roles of n2 and one of n1; the converge fails in security on n2
+    # (rescued by site.yml: the other roles still converge) and exits 2.
+    before = [rec("n1", "baseline : Configure chrony", "drifted"),
+              rec("n2", "security : Check sshd", "failed", role="gpufleet.cloud.security", message="passwords on"),
+              rec("n2", "security : Load the firewall", "drifted", role="gpufleet.cloud.security"),
+              rec("n2", "monitoring : Start node_exporter", "drifted", role="gpufleet.cloud.monitoring")]
+    after = [rec("n1", "baseline : Configure chrony", "in-sync"),
+             rec("n2", "security : Check sshd", "failed", role="gpufleet.cloud.security", message="passwords on"),
+             rec("n2", "security : Load the firewall", "in-sync", role="gpufleet.cloud.security"),
+             rec("n2", "monitoring : Start node_exporter", "in-sync", role="gpufleet.cloud.monitoring")]
+    events = [
+        {"event": "runner_on_failed", "event_data": {"host": "n2", "role": "security", "task": "Check sshd",
+                                                     "res": {"msg": "sshd runs with passwords on"}}},
+        # Ignored failures (a scan's, or a task's own ignore_errors) are not the converge failing.
+        {"event": "runner_on_failed", "event_data": {"host": "n1", "role": "baseline", "task": "Probe",
+                                                     "ignore_errors": True, "res": {"msg": "no"}}},
+    ]
+    calls = fake_scans(monkeypatch, before, after, fix_events=events, fix_rc=2)
+    assert cli.main(["drift", "-i", "inv", "--output-dir", "out", "--quiet", "--fix", "--yes"]) == 4
+    assert calls["fix"] == [(["n1", "n2"], ["baseline", "monitoring", "security"])]
+    out = capsys.readouterr().out
+    assert "fix: repaired 3 of 4 drifted or failed resources" in out
+    assert ("fix: not repaired: n2: security : Check sshd: the converge failed at 'Check sshd': "
+            "sshd runs with passwords on") in out
+    fix = json.loads((project / "out" / "after-fix" / "report.json").read_text())["fix"]
+    assert fix["converge_rc"] == 2
+    assert sorted(r["resource"] for r in fix["repaired"]) == [
+        "baseline : Configure chrony", "monitoring : Start node_exporter", "security : Load the firewall"]
+    assert fix["not_repaired"] == [{"host": "n2", "resource": "security : Check sshd", "state": "failed",
+                                    "why": "the converge failed at 'Check sshd': sshd runs with passwords on"}]
+
+
+def test_a_loop_item_the_scan_after_no_longer_reports_is_repaired_unless_its_host_went_dark(project, monkeypatch,
+                                                                                           capsys):
+    # A member removed from a group: its item is gone from the scan after.
+    # On a host that scan could not read, gone means unknown, not repaired.
+    member = "docker : Remove the members docker_users does not list [nobody]"
+    before = [rec("n1", member, "drifted"), rec("n2", member, "drifted")]
+    after = [rec("n1", "x", "in-sync"), rec("n2", "Gathering Facts", "unreachable", role=None, message="down")]
+    fake_scans(monkeypatch, before, after)
+    assert cli.main(["drift", "-i", "inv", "--output-dir", "out", "--quiet", "--fix", "--yes"]) == 8
+    fix = json.loads((project / "out" / "after-fix" / "report.json").read_text())["fix"]
+    assert fix["repaired"] == [{"host": "n1", "resource": member}]
+    assert fix["not_repaired"] == [{"host": "n2", "resource": member, "state": "not scanned again",
+                                    "why": "not scanned again after the converge"}]
+
+
+def test_a_fix_whose_converge_failed_never_exits_0(project, monkeypatch, capsys):
+    # The scan after finds everything in sync, but the converge failed (a
+    # task outside the drifted resources): the exit code says so.
+    fake_scans(monkeypatch, DRIFTED, CLEAN, fix_rc=2)
+    assert cli.main(["drift", "-i", "inv", "--output-dir", "out", "--quiet", "--fix", "--yes"]) == 4
+    assert "fix: repaired 1 of 1 drifted or failed resources" in capsys.readouterr().out
 
 
 def test_fix_asks_and_does_nothing_when_refused(project, monkeypatch):

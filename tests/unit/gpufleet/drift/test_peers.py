@@ -28,3 +28,26 @@ def test_a_host_is_flagged_once_even_when_in_several_groups():
     fleet = {h: {"groups": ["lab", "region_x"], "versions": {"kernel": k}}
              for h, k in (("a", "6.1"), ("b", "6.1"), ("c", "6.2"))}
     assert len(_peers.compare(fleet)) == 1
+
+
+def test_peers_share_an_os_release_and_the_roles_applied():
+    # A mixed fleet of two kinds, each with its odd node out: Debian 12
+    # nodes without GPUs and Debian 13 GPU nodes. Across kinds, the
+    # differences are by design; within a kind, the odd node is flagged.
+    plain = {"os": "Debian 12", "groups": ["lab"]}
+    gpu = {"os": "Debian 13", "groups": ["lab"]}
+    fleet = {
+        "p1": {**plain, "versions": {"chrony": "4.3"}}, "p2": {**plain, "versions": {"chrony": "4.3"}},
+        "p3": {**plain, "versions": {"chrony": "4.2"}},
+        "g1": {**gpu, "versions": {"chrony": "4.6", "libnccl2": "2.22"}},
+        "g2": {**gpu, "versions": {"chrony": "4.6", "libnccl2": "2.22"}},
+        "g3": {**gpu, "versions": {"chrony": "4.6", "libnccl2": "2.21"}},
+    }
+    roles = {**{h: {"baseline"} for h in ("p1", "p2", "p3")}, **{h: {"baseline", "nccl"} for h in ("g1", "g2", "g3")}}
+    assert [(f["host"], f["message"]) for f in _peers.compare(fleet, roles)] == [
+        ("g3", "libnccl2 2.21 on 1 of 3 nodes, others 2.22"), ("p3", "chrony 4.2 on 1 of 3 nodes, others 4.3")]
+    # The same release, other roles: not peers either.
+    same_os = {h: {**meta, "os": "Debian 12"} for h, meta in fleet.items()}
+    assert {f["host"] for f in _peers.compare(same_os, roles)} == {"g3", "p3"}
+    # Without the roles (another kind each), the releases still split them.
+    assert {f["host"] for f in _peers.compare(fleet)} == {"g3", "p3"}

@@ -40,3 +40,28 @@ def test_html_is_self_contained_escaped_and_shows_the_drifted_node():
     assert "Drifted: lab-node-2" in page
     assert "+server b" in page and "-server a" in page
     assert "&lt;b&gt;" in page and "refused <b>" not in page
+
+
+def test_a_host_whose_run_ended_early_shows_how_much_was_not_scanned():
+    ended = "not scanned: this host's run ended when 'Read the node' failed"
+    records = [rec("lab-node-1", "baseline : Install", "in-sync"),
+               rec("lab-node-2", "Read the node", "failed", role=None, message="boom"),
+               *(rec("lab-node-2", f"baseline : Task {i}", "could-not-verify", not_scanned=True, message=ended)
+                 for i in range(3))]
+    r = report(records)
+    text = table(r)
+    assert "lab-node-2           not scanned       3 resources: this host's run ended when 'Read the node' failed" \
+        in text
+    # One line for the host, not one per resource; the JSON lists each.
+    assert "Task 1" not in text
+    assert r.to_dict()["summary"]["not_scanned"] == {"lab-node-2": 3}
+    # Coverage counts what should have been read: 1 verified of 5.
+    assert r.coverage_percent() == 20.0
+
+
+def test_html_lists_a_host_with_a_failed_check_among_the_drifted_too():
+    page = html(report([rec("lab-node-1", "baseline : Configure chrony", "drifted"),
+                        rec("lab-node-2", "security : Check sshd", "failed", message="passwords on"),
+                        rec("lab-node-2", "security : Load the firewall", "drifted")]))
+    assert '<p id="drifted-nodes">Drifted: lab-node-1, lab-node-2</p>' in page
+    assert '<p id="failed-nodes">Failed checks: lab-node-2</p>' in page

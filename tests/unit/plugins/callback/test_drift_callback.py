@@ -148,7 +148,8 @@ def test_handlers_are_not_resources(cb, tmp_path):
 def test_versions_are_collected_for_peer_comparison(cb, tmp_path):
     h = FakeHost("n1")
     cb.v2_runner_on_ok(result(h, FakeTask("Read kernel", "ansible.builtin.setup"),
-                              {"ansible_facts": {"ansible_kernel": "6.1.0-27-amd64"}}))
+                              {"ansible_facts": {"ansible_kernel": "6.1.0-27-amd64", "ansible_distribution": "Debian",
+                                                 "ansible_distribution_major_version": "12"}}))
     cb.v2_runner_on_ok(result(h, FakeTask("Read packages", "ansible.builtin.package_facts"),
                               {"ansible_facts": {"packages": {"chrony": [{"version": "4.3-2"}],
                                                               "jq": [{"version": "1.6"}]}}}))
@@ -163,6 +164,8 @@ def test_versions_are_collected_for_peer_comparison(cb, tmp_path):
     assert report["hosts"]["n1"]["versions"] == {"kernel": "6.1.0-27-amd64", "chrony": "4.3-2", "driver": "535.216.01",
                                                  "CUDA (driver)": "12.2", "nvidia module": "535.216.01"}
     assert report["hosts"]["n2"]["versions"] == {}
+    # The release peers must share.
+    assert report["hosts"]["n1"]["os"] == "Debian 12" and "os" not in report["hosts"]["n2"]
 
 
 def test_a_resource_of_an_included_role_names_the_roles_that_reach_it(cb, tmp_path):
@@ -182,3 +185,88 @@ def test_a_resource_of_an_included_role_names_the_roles_that_reach_it(cb, tmp_pa
     assert held["role"] == "gpufleet.cloud._nvidia_packages"
     assert held["applied_by"] == ["gpufleet.cloud.nvidia_driver", "gpufleet.cloud.cuda"]
     assert "applied_by" not in records["gpufleet.cloud.baseline : Configure chrony"]
+
+
+# A real ansible-playbook run: which tasks a host never reached, and which
+# failures end a host's run, are Ansible's to decide, not a fake's.
+ENDED_EARLY = """
+- name: Sort the nodes
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Read the node
+      ansible.builtin.command: /bin/false
+      changed_when: false
+      check_mode: false
+      when: inventory_hostname == 'broken'
+
+- name: Roles
+  hosts: all
+  gather_facts: false
+  ignore_errors: "{{ ansible_check_mode }}"
+  tasks:
+    - name: Write one
+      ansible.builtin.copy: {content: "1", dest: "{{ out }}/{{ inventory_hostname }}-one", mode: "0644"}
+    - name: A check that fails
+      ansible.builtin.command: /bin/false
+      changed_when: false
+      check_mode: false
+    - name: Write two
+      ansible.builtin.copy: {content: "2", dest: "{{ out }}/{{ inventory_hostname }}-two", mode: "0644"}
+    - name: Not selected
+      ansible.builtin.copy: {content: "3", dest: "{{ out }}/{{ inventory_hostname }}-three", mode: "0644"}
+      tags: [other]
+    - name: A rescued failure
+      block:
+        - name: Fails
+          ansible.builtin.command: /bin/false
+          check_mode: false
+          ignore_errors: false
+      rescue:
+        - name: Rescue
+          ansible.builtin.debug: {msg: rescued}
+
+- name: A group nobody is in
+  hosts: nobody
+  gather_facts: false
+  tasks:
+    - name: Write four
+      ansible.builtin.copy: {content: "4", dest: "{{ out }}/four", mode: "0644"}
+"""
+
+
+def test_a_host_whose_run_ended_early_lists_what_it_never_scanned(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[4]
+    (tmp_path / "play.yml").write_text(ENDED_EARLY)
+    report_path = tmp_path / "drift.json"
+    env = {**os.environ, "ANSIBLE_CALLBACKS_ENABLED": "gpufleet.cloud.drift",
+           "GPUFLEET_DRIFT_REPORT": str(report_path), "ANSIBLE_CONFIG": str(root / "ansible.cfg")}
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "broken,fine,", "-c", "local", "--check",
+         "--diff", "--skip-tags", "other", "-e", f"ansible_python_interpreter={sys.executable}",
+         "-e", f"out={tmp_path}", str(tmp_path / "play.yml")],
+        cwd=root, env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert report_path.exists(), run.stdout[-3000:] + run.stderr[-3000:]
+    records = {(r["host"], r["resource"]): r for r in json.loads(report_path.read_text())["records"]}
+    states = {key: r["state"] for key, r in records.items()}
+    # The host whose run went on: its failed check (ignored in check mode)
+    # and its rescued failure are recorded, and it was scanned to the end.
+    assert {k: v for k, v in states.items() if k[0] == "fine"} == {
+        ("fine", "Write one"): "drifted", ("fine", "A check that fails"): "failed",
+        ("fine", "Write two"): "drifted", ("fine", "Fails"): "failed"}
+    # The host whose run ended in the first play: its failure, then every
+    # resource task of the plays it belongs to, as not scanned. Not the
+    # probe, the task --skip-tags left out, or a play for a group it is not in.
+    assert {k: v for k, v in states.items() if k[0] == "broken"} == {
+        ("broken", "Read the node"): "failed", ("broken", "Write one"): "could-not-verify",
+        ("broken", "Write two"): "could-not-verify", ("broken", "Fails"): "could-not-verify"}
+    for name in ("Write one", "Write two", "Fails"):
+        record = records[("broken", name)]
+        assert record["not_scanned"] is True
+        assert record["message"] == "not scanned: this host's run ended when 'Read the node' failed"
+    assert not any(r.get("not_scanned") for key, r in records.items() if key[0] == "fine")

@@ -79,3 +79,17 @@ def test_exit_code_is_a_bitmask_and_waived_drift_does_not_count():
     assert _drift.exit_code(recs) == 2 | 4 | 8
     assert _drift.exit_code(recs[:1], waived={("a", "r1")}) == 0
     assert _drift.exit_code([{"host": "a", "resource": "r", "state": _drift.IN_SYNC}]) == 0
+
+
+def test_a_unit_task_without_a_diff_shows_what_systemd_said_against_what_is_wanted():
+    # systemd_service in check mode: `status` is what systemctl showed
+    # before; enabled and state are what the task wants.
+    result = {"changed": True, "name": "gpufleet-health.timer", "enabled": True, "state": "started",
+              "status": {"ActiveState": "inactive", "UnitFileState": "masked", "Id": "gpufleet-health.timer"}}
+    assert _drift.unit_diff(result) == [{
+        "before_header": "gpufleet-health.timer (systemd)", "after_header": "gpufleet-health.timer (wanted)",
+        "before": "ActiveState=inactive\nUnitFileState=masked\n",
+        "after": "ActiveState=active\nUnitFileState=enabled\n"}]
+    # A task that changed nothing, or a result without systemd's status, has none.
+    assert _drift.unit_diff({**result, "changed": False}) is None
+    assert _drift.unit_diff({"changed": True, "diff": []}) is None

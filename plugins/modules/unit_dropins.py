@@ -1,0 +1,242 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Modules carry GPLv3, as ansible-test's validate-modules requires of every
+# module; the rest of the collection is Apache-2.0.
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: unit_dropins
+short_description: Move aside the drop-ins that override what a systemd unit's own file sets
+version_added: 0.1.0
+description:
+  - A unit's file can hold exactly what a role wrote while systemd runs
+    something else, because a drop-in under C(/etc/systemd/system/UNIT.d/) or
+    C(/run/systemd/system/UNIT.d/) changes any setting of the unit (a
+    timer's schedule, a service's C(ExecStart), C(Environment), C(User)).
+    This module reads the drop-ins systemd loads for the unit
+    (C(systemctl show -p DropInPaths)).
+  - A drop-in under C(/etc) or C(/run) that is not in O(allowed) and sets a
+    key that the unit's own file or an allowed drop-in sets overrides the
+    unit; that is a change. A drop-in that only adds other keys is left
+    alone and returned in RV(kept). Drop-ins that packages ship (under
+    C(/usr/lib)) are the unit's own.
+  - A normal run renames each overriding drop-in of the unit's own
+    directory (C(UNIT.d)) to C(NAME.gpufleet-disabled) in the same directory
+    (systemd reads only C(*.conf) there, and an operator finds it where it
+    was), reloads systemd and restarts the unit if it runs, so that it runs
+    without the override. An overriding drop-in shared with other units
+    (C(service.d), a prefix such as C(gpufleet-.service.d)) is not moved,
+    since that would change those units too; the task fails and names it.
+  - A unit that is not loaded (not installed yet) is no change.
+author: gpufleet developers (@gpufleet)
+requirements:
+  - systemd on the target
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
+    support: full
+    details: Before is each overriding drop-in's content, after is nothing (it is moved aside).
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+options:
+  name:
+    description: The systemd unit, with its type (C(gpufleet-backup.timer), C(docker.service)).
+    type: str
+    required: true
+  allowed:
+    description:
+      - Drop-ins that belong to the unit's configuration (a role writes
+        them); they are never moved, and the keys they set count as the
+        unit's own.
+    type: list
+    elements: path
+    default: []
+seealso:
+  - module: ansible.builtin.systemd_service
+  - module: gpufleet.cloud.service_config
+  - name: systemd.unit(5)
+    description: Drop-in directories and the order systemd reads them in.
+    link: https://www.freedesktop.org/software/systemd/man/latest/systemd.unit.html
+"""
+
+EXAMPLES = r"""
+- name: Move aside drop-ins that override the backup timer
+  gpufleet.cloud.unit_dropins:
+    name: gpufleet-backup.timer
+
+- name: Move aside drop-ins that override chrony, keeping the role's own
+  gpufleet.cloud.unit_dropins:
+    name: chrony.service
+    allowed:
+      - /etc/systemd/system/chrony.service.d/90-gpufleet-container.conf
+"""
+
+RETURN = r"""
+overrides:
+  description: The overriding drop-ins found, each with the keys it overrides (C(Section.Key)).
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"path": "/etc/systemd/system/gpufleet-backup.timer.d/weekly.conf", "keys": ["Timer.OnCalendar"]}]
+moved:
+  description: Where each overriding drop-in was moved to (empty in check mode).
+  returned: success
+  type: list
+  elements: str
+kept:
+  description: Drop-ins under C(/etc) or C(/run) that add settings without overriding any the unit sets.
+  returned: success
+  type: list
+  elements: str
+restarted:
+  description: Whether this task restarted the unit.
+  returned: success
+  type: bool
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+SUFFIX = ".gpufleet-disabled"
+# Where an administrator's or a runtime drop-in lives; /usr/lib's come with
+# the package that ships the unit.
+_LOCAL = ("/etc/systemd/", "/run/systemd/")
+
+
+def parse_keys(text):
+    """The Section.Key names a unit file or drop-in sets (an empty
+    assignment, which resets a list, counts: it is what an override of
+    ExecStart starts with)."""
+    keys = set()
+    section = None
+    continued = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if continued:
+            continued = line.endswith("\\")
+            continue
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+            continue
+        if "=" in line and section:
+            keys.add("%s.%s" % (section, line.split("=", 1)[0].strip()))
+        continued = line.endswith("\\")
+    return keys
+
+
+def _read(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except (IOError, OSError):
+        return None
+
+
+def _show(module, systemctl, name):
+    rc, out, err = module.run_command([systemctl, "show", name, "-p", "LoadState", "-p", "ActiveState",
+                                       "-p", "FragmentPath", "-p", "DropInPaths"])
+    if rc != 0:
+        module.fail_json(msg="systemctl show %s failed (rc %s): %s" % (name, rc, err.strip()))
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def _own_directory(path, name):
+    return os.path.basename(os.path.dirname(path)) == name + ".d"
+
+
+def find_overrides(fragment_text, dropins, allowed, read=_read):
+    """(overrides, kept): each local drop-in not allowed that sets a key the
+    unit's file or an allowed drop-in sets, with those keys; and the local
+    ones that only add keys."""
+    own = parse_keys(fragment_text or "")
+    for path in allowed:
+        own |= parse_keys(read(path) or "")
+    overrides, kept = [], []
+    for path in dropins:
+        if path in allowed or not path.startswith(_LOCAL):
+            continue
+        text = read(path)
+        if text is None:
+            continue
+        keys = sorted(parse_keys(text) & own)
+        if keys:
+            overrides.append({"path": path, "keys": keys, "content": text})
+        else:
+            kept.append(path)
+    return overrides, kept
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            allowed=dict(type="list", elements="path", default=[]),
+        ),
+        supports_check_mode=True,
+    )
+    name = module.params["name"]
+    systemctl = module.get_bin_path("systemctl", required=True)
+    props = _show(module, systemctl, name)
+    result = dict(changed=False, overrides=[], moved=[], kept=[], restarted=False)
+    if props.get("LoadState") != "loaded":
+        result["msg"] = "%s is not loaded (%s): nothing overrides it" % (name, props.get("LoadState", "unknown"))
+        module.exit_json(**result)
+    dropins = props.get("DropInPaths", "").split()
+    overrides, kept = find_overrides(_read(props.get("FragmentPath", "")) if props.get("FragmentPath") else "",
+                                     dropins, [os.path.normpath(p) for p in module.params["allowed"]])
+    result["kept"] = kept
+    result["overrides"] = [{"path": o["path"], "keys": o["keys"]} for o in overrides]
+    if not overrides:
+        module.exit_json(**result)
+    result["changed"] = True
+    result["diff"] = [dict(before_header=o["path"], before=o["content"], after_header=o["path"] + SUFFIX, after="")
+                      for o in overrides]
+    said = "; ".join("%s overrides %s" % (o["path"], ", ".join(o["keys"])) for o in overrides)
+    if module.check_mode:
+        result["msg"] = "%s: %s" % (name, said)
+        module.exit_json(**result)
+    shared = [o["path"] for o in overrides if not _own_directory(o["path"], name)]
+    for o in overrides:
+        if o["path"] in shared:
+            continue
+        target = o["path"] + SUFFIX
+        n = 1
+        while os.path.exists(target):  # an earlier one moved aside stays too
+            n += 1
+            target = "%s%s.%d" % (o["path"], SUFFIX, n)
+        try:
+            os.rename(o["path"], target)
+        except OSError as exc:
+            module.fail_json(msg="%s: could not move %s aside: %s" % (name, o["path"], exc), **result)
+        result["moved"].append(target)
+    rc, _out, err = module.run_command([systemctl, "daemon-reload"])
+    if rc != 0:
+        module.fail_json(msg="systemctl daemon-reload failed (rc %s): %s" % (rc, err.strip()), **result)
+    if result["moved"] and props.get("ActiveState") in ("active", "activating", "reloading"):
+        rc, _out, err = module.run_command([systemctl, "restart", name])
+        if rc != 0:
+            module.fail_json(msg="systemctl restart %s failed (rc %s): %s" % (name, rc, err.strip()), **result)
+        result["restarted"] = True
+    if shared:
+        module.fail_json(msg="%s: %s; %s also apply to other units, so they are not moved: remove those keys "
+                             "there, or give this unit its own drop-in" % (name, said, ", ".join(shared)), **result)
+    result["msg"] = "%s: %s; moved aside to %s" % (name, said, ", ".join(result["moved"]))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

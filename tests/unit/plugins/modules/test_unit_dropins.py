@@ -1,0 +1,142 @@
+"""gpufleet.cloud.unit_dropins' decisions on real drop-in files, with
+systemd faked: which drop-ins override the unit's own settings, what check
+mode reports, and what a normal run moves aside, reloads and restarts. The
+real systemd is the lab's (tests/integration/test_drift.py's drop-in rows)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpufleet.cloud.plugins.modules import unit_dropins
+
+TIMER = """[Unit]
+Description=gpufleet backup
+
+[Timer]
+OnCalendar=*:0/10
+RandomizedDelaySec=60
+Persistent=true
+
+[Install]
+WantedBy=timers.target
+"""
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """/etc and /run under tmp_path, counted as local drop-in places, and
+    the unit's file."""
+    etc, run, lib = tmp_path / "etc/systemd/system", tmp_path / "run/systemd/system", tmp_path / "usr/lib/systemd"
+    for d in (etc, run, lib):
+        d.mkdir(parents=True)
+    monkeypatch.setattr(unit_dropins, "_LOCAL", (str(tmp_path / "etc/systemd") + "/", str(tmp_path / "run/systemd") + "/"))
+    (etc / "gpufleet-backup.timer").write_text(TIMER)
+    return etc, run, lib
+
+
+def dropin(directory, unit, name, text):
+    d = directory / (unit + ".d")
+    d.mkdir(exist_ok=True)
+    (d / name).write_text(text)
+    return str(d / name)
+
+
+class FakeSystemd:
+    def __init__(self, monkeypatch, fragment, dropins, active="active", load="loaded"):
+        self.calls = []
+
+        def run_command(_module, cmd, *args, **kwargs):
+            self.calls.append(cmd[1])
+            if cmd[1] == "show":
+                return 0, "LoadState=%s\nActiveState=%s\nFragmentPath=%s\nDropInPaths=%s\n" % (
+                    load, active, fragment, " ".join(dropins)), ""
+            if cmd[1] in ("daemon-reload", "restart"):
+                return 0, "", ""
+            raise AssertionError(cmd)
+
+        monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+        monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda _m, name, *a, **k: "/usr/bin/" + name)
+
+
+def run(capsys, check=False, name="gpufleet-backup.timer", allowed=()):
+    args = {"name": name, "allowed": list(allowed), "_ansible_check_mode": check, "_ansible_diff": True}
+    with patch_module_args(args), pytest.raises(SystemExit):
+        unit_dropins.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_parse_keys_reads_sections_resets_comments_and_continuations():
+    assert unit_dropins.parse_keys(
+        "# c\n[Service]\nExecStart=\nExecStart=/bin/a \\\n  --flag=x\n; c\nEnvironment=A=1\n[Unit]\nAfter=x\n"
+    ) == {"Service.ExecStart", "Service.Environment", "Unit.After"}
+
+
+def test_a_drop_in_that_changes_the_schedule_is_reported_in_check_mode(tree, monkeypatch, capsys):
+    etc, run_dir, lib = tree
+    weekly = dropin(etc, "gpufleet-backup.timer", "weekly.conf", "[Timer]\nOnCalendar=\nOnCalendar=weekly\n")
+    # Another key only (kept), a package's own drop-in (never local), and a
+    # runtime override (reported too).
+    extra = dropin(etc, "gpufleet-backup.timer", "accuracy.conf", "[Timer]\nAccuracySec=1s\n")
+    vendor = dropin(lib, "gpufleet-backup.timer", "vendor.conf", "[Timer]\nOnCalendar=daily\n")
+    runtime = dropin(run_dir, "gpufleet-backup.timer", "now.conf", "[Timer]\nPersistent=false\n")
+    fake = FakeSystemd(monkeypatch, etc / "gpufleet-backup.timer", [weekly, extra, vendor, runtime])
+    out = run(capsys, check=True)
+    assert out["changed"] is True
+    assert out["overrides"] == [{"path": weekly, "keys": ["Timer.OnCalendar"]},
+                                {"path": runtime, "keys": ["Timer.Persistent"]}]
+    assert out["kept"] == [extra]
+    assert out["diff"][0] == {"before_header": weekly, "before": "[Timer]\nOnCalendar=\nOnCalendar=weekly\n",
+                              "after_header": weekly + ".gpufleet-disabled", "after": ""}
+    assert "weekly.conf overrides Timer.OnCalendar" in out["msg"]
+    assert fake.calls == ["show"]
+    assert (etc / "gpufleet-backup.timer.d" / "weekly.conf").exists()
+
+
+def test_a_normal_run_moves_each_override_aside_reloads_and_restarts(tree, monkeypatch, capsys):
+    etc, run_dir, _lib = tree
+    weekly = dropin(etc, "gpufleet-backup.timer", "weekly.conf", "[Timer]\nOnCalendar=weekly\n")
+    # One moved aside by an earlier run stays where it is.
+    (etc / "gpufleet-backup.timer.d" / "weekly.conf.gpufleet-disabled").write_text("old\n")
+    fake = FakeSystemd(monkeypatch, etc / "gpufleet-backup.timer", [weekly])
+    out = run(capsys)
+    assert out["changed"] is True and out["restarted"] is True
+    assert out["moved"] == [weekly + ".gpufleet-disabled.2"]
+    assert not (etc / "gpufleet-backup.timer.d" / "weekly.conf").exists()
+    assert (etc / "gpufleet-backup.timer.d" / "weekly.conf.gpufleet-disabled").read_text() == "old\n"
+    assert fake.calls == ["show", "daemon-reload", "restart"]
+
+
+def test_allowed_drop_ins_stay_and_their_keys_count_as_the_units(tree, monkeypatch, capsys):
+    etc, _run, _lib = tree
+    (etc / "chrony.service").write_text("[Service]\nExecStart=/usr/sbin/chronyd\n")
+    own = dropin(etc, "chrony.service", "90-gpufleet-container.conf", "[Service]\nExecStart=\nExecStart=/usr/sbin/chronyd -x\n"
+                 "Environment=A=1\n")
+    other = dropin(etc, "chrony.service", "50-local.conf", "[Service]\nEnvironment=A=2\n")
+    FakeSystemd(monkeypatch, etc / "chrony.service", [other, own], active="inactive")
+    out = run(capsys, name="chrony.service", allowed=[own])
+    assert out["overrides"] == [{"path": other, "keys": ["Service.Environment"]}]
+    assert out["restarted"] is False and out["moved"] == [other + ".gpufleet-disabled"]
+    assert (etc / "chrony.service.d" / "90-gpufleet-container.conf").exists()
+
+
+def test_an_override_shared_with_other_units_is_named_not_moved(tree, monkeypatch, capsys):
+    etc, _run, _lib = tree
+    shared = dropin(etc, "timer", "all.conf", "[Timer]\nPersistent=false\n")
+    FakeSystemd(monkeypatch, etc / "gpufleet-backup.timer", [shared])
+    out = run(capsys)
+    assert out["failed"] is True and out["moved"] == []
+    assert f"{shared} also apply to other units, so they are not moved" in out["msg"]
+    assert (etc / "timer.d" / "all.conf").exists()
+
+
+def test_nothing_to_do_for_a_clean_or_missing_unit(tree, monkeypatch, capsys):
+    etc, _run, _lib = tree
+    FakeSystemd(monkeypatch, etc / "gpufleet-backup.timer", [])
+    assert run(capsys)["changed"] is False
+    FakeSystemd(monkeypatch, "", [], load="not-found", active="inactive")
+    out = run(capsys, check=True)
+    assert out["changed"] is False and "not loaded (not-found)" in out["msg"]

@@ -91,6 +91,7 @@ class CallbackModule(CallbackBase):
         # or not: what a host whose run ended early never reached is the rest.
         self._seen = set()
         self._ended_at = {}
+        self._first_failed = {}
 
     # -- helpers ---------------------------------------------------------
     def _host_meta(self, host):
@@ -197,8 +198,13 @@ class CallbackModule(CallbackBase):
             self._record(result, "ok")
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
-        if not ignore_errors and not _rescued(result._task):
-            self._ended_at[result._host.get_name()] = result._task.get_name()
+        if not ignore_errors:
+            host, name = result._host.get_name(), result._task.get_name()
+            first = self._first_failed.setdefault(host, name)
+            if not _rescued(result._task):
+                # site.yml's last play fails a node whose role failed: what
+                # its run never reached is that role's doing, not the gate's.
+                self._ended_at[host] = first if _drift.IGNORE_TAG in (result._task.tags or ()) else name
         if "results" not in result._result:
             self._record(result, "failed")
 

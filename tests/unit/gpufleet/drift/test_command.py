@@ -108,8 +108,7 @@ def test_fix_repairs_what_it_can_and_says_what_it_could_not_and_why(project, mon
                                     "why": "the converge failed at 'Check sshd': sshd runs with passwords on"}]
 
 
-def test_a_loop_item_the_scan_after_no_longer_reports_is_repaired_unless_its_host_went_dark(project, monkeypatch,
-                                                                                           capsys):
+def test_a_loop_item_no_longer_reported_is_repaired_unless_its_host_went_dark(project, monkeypatch):
     # A member removed from a group: its item is gone from the scan after.
     # On a host that scan could not read, gone means unknown, not repaired.
     member = "docker : Remove the members docker_users does not list [nobody]"

@@ -235,24 +235,28 @@ ENDED_EARLY = """
 """
 
 
-def test_a_host_whose_run_ended_early_lists_what_it_never_scanned(tmp_path):
+def play_records(tmp_path, play, hosts, *options):
+    """Run `play` on `hosts` (local connections) with the callback; its records by (host, resource)."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[4]
-    (tmp_path / "play.yml").write_text(ENDED_EARLY)
+    (tmp_path / "play.yml").write_text(play)
     report_path = tmp_path / "drift.json"
     env = {**os.environ, "ANSIBLE_CALLBACKS_ENABLED": "gpufleet.cloud.drift",
            "GPUFLEET_DRIFT_REPORT": str(report_path), "ANSIBLE_CONFIG": str(root / "ansible.cfg")}
     run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "broken,fine,", "-c", "local", "--check",
-         "--diff", "--skip-tags", "other", "-e", f"ansible_python_interpreter={sys.executable}",
-         "-e", f"out={tmp_path}", str(tmp_path / "play.yml")],
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", hosts, "-c", "local", *options,
+         "-e", f"ansible_python_interpreter={sys.executable}", "-e", f"out={tmp_path}", str(tmp_path / "play.yml")],
         cwd=root, env=env, capture_output=True, text=True, check=False, timeout=300)
     assert report_path.exists(), run.stdout[-3000:] + run.stderr[-3000:]
-    records = {(r["host"], r["resource"]): r for r in json.loads(report_path.read_text())["records"]}
+    return {(r["host"], r["resource"]): r for r in json.loads(report_path.read_text())["records"]}
+
+
+def test_a_host_whose_run_ended_early_lists_what_it_never_scanned(tmp_path):
+    records = play_records(tmp_path, ENDED_EARLY, "broken,fine,", "--check", "--diff", "--skip-tags", "other")
     states = {key: r["state"] for key, r in records.items()}
     # The host whose run went on: its failed check (ignored in check mode)
     # and its rescued failure are recorded, and it was scanned to the end.
@@ -270,3 +274,41 @@ def test_a_host_whose_run_ended_early_lists_what_it_never_scanned(tmp_path):
         assert record["not_scanned"] is True
         assert record["message"] == "not scanned: this host's run ended when 'Read the node' failed"
     assert not any(r.get("not_scanned") for key, r in records.items() if key[0] == "fine")
+
+
+# site.yml's shape in a real run (pull mode records one): a role's failure
+# is rescued, the node's other roles go on, and the last play fails it.
+ROLE_FAILED = """
+- name: Roles
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: A role
+      block:
+        - name: Fails
+          ansible.builtin.command: /bin/false
+        - name: Write after
+          ansible.builtin.copy: {content: "1", dest: "{{ out }}/after", mode: "0644"}
+      rescue:
+        - name: Record it
+          ansible.builtin.set_fact: {failed_roles: [a role]}
+    - name: Another role
+      ansible.builtin.copy: {content: "2", dest: "{{ out }}/other", mode: "0644"}
+
+- name: Fail the nodes whose roles failed
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Name them
+      ansible.builtin.fail: {msg: "{{ failed_roles }} failed"}
+      when: failed_roles is defined
+      tags: [gpufleet_drift_ignore]
+"""
+
+
+def test_what_a_failed_role_left_unreached_is_named_after_that_role_not_the_last_gate(tmp_path):
+    records = play_records(tmp_path, ROLE_FAILED, "node,")
+    assert {k[1]: r["state"] for k, r in records.items()} == {
+        "Fails": "failed", "Write after": "could-not-verify", "Another role": "drifted"}
+    assert records[("node", "Write after")]["message"] == "not scanned: this host's run ended when 'Fails' failed"
+    assert (tmp_path / "other").exists() and not (tmp_path / "after").exists()

@@ -22,20 +22,33 @@ def progress(stream, quiet=False):
         data = event.get("event_data", {})
         if quiet and kind in ("playbook_on_task_start", "runner_on_unreachable"):
             return True
+        failed = failed_task(event)
         if kind == "playbook_on_task_start":
             tasks["n"] += 1
             print(f"  [{tasks['n']:>3}] {data.get('task', '')}", file=stream, flush=True)
         elif kind == "runner_on_unreachable":
             print(f"        unreachable: {data.get('host')}", file=stream, flush=True)
-        elif kind in ("runner_on_failed", "runner_item_on_failed") and not data.get("ignore_errors"):
+        elif failed is not None:
             # Without this a failed --fix says only "rc 2": which node, which
             # task and why. A no_log task's result is censored by Ansible.
-            res = data.get("res") or {}
-            why = str(res.get("msg") or res.get("stderr") or "")[:500]
-            print(f"        failed: {data.get('host')}: {data.get('task', '')}: {why}", file=stream, flush=True)
+            print(f"        failed: {failed['host']}: {failed['task']}: {failed['msg']}", file=stream, flush=True)
         return True  # keep the event in ansible-runner's artifacts
 
     return handler
+
+
+def failed_task(event: dict) -> dict | None:
+    """A task failure that counts (not one under ignore_errors) from an
+    ansible-runner event: its host, role, task and why; None for any other
+    event. A rescued failure counts: the block's other tasks never ran."""
+    if event.get("event") not in ("runner_on_failed", "runner_item_on_failed"):
+        return None
+    data = event.get("event_data") or {}
+    if data.get("ignore_errors"):
+        return None
+    res = data.get("res") or {}
+    return {"host": str(data.get("host")), "role": str(data.get("role") or ""), "task": str(data.get("task") or ""),
+            "msg": str(res.get("msg") or res.get("stderr") or "")[:500]}
 
 
 def collections_env(root: Path) -> dict[str, str]:

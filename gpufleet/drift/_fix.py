@@ -4,6 +4,8 @@ which it did not, and why, from the converge's own failures."""
 
 from __future__ import annotations
 
+from .._ansible import failed_task
+
 
 class Failures:
     """ansible-runner's event handler for the converge: each task that
@@ -14,17 +16,9 @@ class Failures:
         self.by_host: dict[str, list[dict]] = {}
 
     def __call__(self, event: dict) -> None:
-        if event.get("event") not in ("runner_on_failed", "runner_item_on_failed"):
-            return
-        data = event.get("event_data") or {}
-        if data.get("ignore_errors"):
-            return
-        res = data.get("res") or {}
-        self.by_host.setdefault(str(data.get("host")), []).append({
-            "role": str(data.get("role") or ""),
-            "task": str(data.get("task") or ""),
-            "msg": str(res.get("msg") or res.get("stderr") or "")[:500],
-        })
+        failed = failed_task(event)
+        if failed is not None:
+            self.by_host.setdefault(failed.pop("host"), []).append(failed)
 
 
 def _short(role: str | None) -> str:
@@ -65,5 +59,5 @@ def lines(fix: dict) -> list[str]:
     total = len(fix["repaired"]) + len(fix["not_repaired"])
     out = [f"fix: repaired {len(fix['repaired'])} of {total} drifted or failed resources"]
     for r in fix["not_repaired"]:
-        out.append(f"fix: not repaired: {r['host']}: {r['resource']}: {r['why'].splitlines()[0][:300] if r['why'] else ''}")
+        out.append(f"fix: not repaired: {r['host']}: {r['resource']}: {r['why'].splitlines()[0][:300]}")
     return out

@@ -87,7 +87,7 @@ def _page(report) -> _Page:
     for r in records:
         hosts.setdefault(r["host"], {})
     return _Page(hosts=hosts, records=records, started=report.started, finished=report.finished,
-                 peers=list(report.peers or []), next_step=getattr(report, "next_step", None))
+                 peers=list(report.peers or []), next_step=report.next_step)
 
 
 def _anchors(hosts) -> dict[str, str]:

@@ -13,9 +13,11 @@ def table(report) -> str:
         if r.get("message") and r["state"] != "drifted":
             lines.append(f"{'':<20} {'':<17} {r['message'].splitlines()[0][:100]}")
     # One line per host, not one per resource: the JSON report lists them.
-    for host, records in sorted(report.not_scanned().items()):
-        lines.append(f"{host:<20} {'not scanned':<17} {len(records)} resources: {records[0]['message'][13:]}")
-    if not interesting and not report.not_scanned():
+    not_scanned = report.not_scanned()
+    for host, records in sorted(not_scanned.items()):
+        why = records[0]["message"].removeprefix("not scanned: ")
+        lines.append(f"{host:<20} {'not scanned':<17} {len(records)} resources: {why}")
+    if not interesting and not not_scanned:
         lines.append("(every resource on every host is in sync)")
     for flag in report.peers:
         lines.append(f"{flag['host']:<20} {'peer-mismatch':<17} {flag['message']}")

@@ -261,7 +261,7 @@ class CallbackModule(CallbackBase):
         for play in self._plays:
             members = self._members(play)
             for task in _tasks(play.compile()):
-                if (task.action in _drift.READ_ONLY_ACTIONS and task.action not in _INCLUDES) \
+                if (task.action in _drift.READ_ONLY_ACTIONS and task.action not in _drift.INCLUDE_ACTIONS) \
                         or _probe(task) or _drift.IGNORE_TAG in (task.tags or ()) \
                         or not task.evaluate_tags(only_tags, skip_tags, {}):
                     continue
@@ -286,10 +286,6 @@ class CallbackModule(CallbackBase):
             return {h.get_name() for h in inventory.get_hosts(play.hosts, ignore_restrictions=True)}
         except Exception:  # pylint: disable=broad-except
             return None
-
-
-_INCLUDES = frozenset(a for name in ("include_tasks", "include_role")
-                      for a in (name, "ansible.builtin." + name, "ansible.legacy." + name))
 
 
 def _tasks(blocks):

@@ -37,17 +37,15 @@ description:
 author: gpufleet developers (@gpufleet)
 requirements:
   - systemd on the target
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
     details: Before is each overriding drop-in's content, after is nothing (it is moved aside).
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 options:
   name:

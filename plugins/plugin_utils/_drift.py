@@ -32,24 +32,27 @@ REDACTED = "<redacted: no_log>"
 # Tasks with this tag (cache refreshes, probes) are never recorded.
 IGNORE_TAG = "gpufleet_drift_ignore"
 
+
+def _builtin(*names):
+    """Each action name as a task may spell it: short, builtin or legacy."""
+    return frozenset(a for name in names for a in (name, "ansible.builtin." + name, "ansible.legacy." + name))
+
+
+# Includes own no resource, but hide the tasks they include until they run.
+INCLUDE_ACTIONS = _builtin("include_tasks", "include_role")
+
 # Actions that read, decide or include, but own no resource on the node:
 # their outcome is not a statement about drift.
-READ_ONLY_ACTIONS = frozenset(
-    a
-    for name in (
-        "assert", "debug", "fail", "set_fact", "set_stats", "meta", "pause", "validate_argument_spec",
-        "include_tasks", "import_tasks", "include_role", "import_role", "include_vars", "add_host", "group_by",
-        "setup", "gather_facts", "package_facts", "service_facts", "stat", "find", "slurp", "wait_for",
-        "wait_for_connection", "getent", "ping",
-    )
-    for a in (name, "ansible.builtin." + name, "ansible.legacy." + name)
+READ_ONLY_ACTIONS = INCLUDE_ACTIONS | _builtin(
+    "assert", "debug", "fail", "set_fact", "set_stats", "meta", "pause", "validate_argument_spec",
+    "import_tasks", "import_role", "include_vars", "add_host", "group_by",
+    "setup", "gather_facts", "package_facts", "service_facts", "stat", "find", "slurp", "wait_for",
+    "wait_for_connection", "getent", "ping",
 ) | frozenset(("gpufleet.cloud.gpu_facts", "gpu_facts", "gpufleet.cloud.preflight", "preflight",
               "gpufleet.cloud.node_facts", "node_facts"))
 
 # Actions that cannot be checked without running them.
-COMMAND_ACTIONS = frozenset(
-    a for name in ("command", "shell", "raw", "script") for a in (name, "ansible.builtin." + name, "ansible.legacy." + name)
-)
+COMMAND_ACTIONS = _builtin("command", "shell", "raw", "script")
 
 
 def resource_id(task_name, item_label=None):

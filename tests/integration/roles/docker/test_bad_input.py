@@ -45,6 +45,7 @@ CASES = {
     ),
     "unknown choice": ({"docker_source": "snap"}, "docker_source"),
     "wrong type: list expected": ({"docker_users": "root"}, "docker_users", "expected a list"),
+    "wrong type: bool expected": ({"docker_users_exclusive": "perhaps"}, "docker_users_exclusive", "perhaps"),
     "wrong type: dict expected": ({"docker_daemon_config_extra": "debug=true"}, "docker_daemon_config_extra"),
     "user that does not exist": ({"docker_users": ["nosuchuser"]}, "docker_users"),
     "bad ulimit": ({"docker_default_ulimits": {"memlock": {"Name": "memlock", "Soft": "lots", "Hard": -1}}}, "docker_default_ulimits"),

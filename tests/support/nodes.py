@@ -18,6 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 # a `podman exec` and a file copy for every task, which containers.podman's
 # plugin costs (about 2.5x the time for the bad-input runs).
 PODMAN_CONNECTION = "podman"
+# The interpreter of every podman test node, named instead of discovered:
+# over a podman connection Mitogen discovers it again for every task, and
+# tries python3.13 and python3.12 first, each a failed `podman exec` on
+# Debian 12 (docs/testing.md, "What a podman node costs"). Implicit
+# localhost keeps the controller's interpreter.
+PODMAN_PYTHON = "/usr/bin/python3"
+PODMAN_ENV = {"ANSIBLE_PYTHON_INTERPRETER": PODMAN_PYTHON}
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -31,10 +38,12 @@ def ansible_env() -> dict[str, str]:
 
 def run_playbook(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """ansible-playbook from the venv that runs these tests; `env` adds to
-    or overrides ansible_env()."""
+    or overrides ansible_env() (and PODMAN_ENV, for a run with `-c podman`)."""
     exe = shutil.which("ansible-playbook")
     assert exe, "ansible-playbook is not on PATH"
-    return subprocess.run([exe, *args], cwd=cwd, env={**ansible_env(), **(env or {})}, capture_output=True, text=True,
+    podman = any(flag == "-c" and value == PODMAN_CONNECTION for flag, value in zip(args, args[1:]))
+    base = {**ansible_env(), **(PODMAN_ENV if podman else {})}
+    return subprocess.run([exe, *args], cwd=cwd, env={**base, **(env or {})}, capture_output=True, text=True,
                           check=False)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.nodes import PODMAN_CONNECTION, node_has_package, node_has_path, roles_play, run_playbook
+from tests.support.nodes import PODMAN_CONNECTION, PODMAN_PYTHON, node_has_package, node_has_path, roles_play, run_playbook
 
 
 def alias(index: int) -> str:
@@ -33,7 +33,8 @@ def run_cases(node: str, role: str | list[str], cases: dict[str, dict], workdir:
     and the text of its own results."""
     aliases = {case: alias(i) for i, case in enumerate(cases)}
     hosts = {
-        aliases[case]: {"ansible_host": node, "ansible_connection": PODMAN_CONNECTION, **variables}
+        aliases[case]: {"ansible_host": node, "ansible_connection": PODMAN_CONNECTION,
+                         "ansible_python_interpreter": PODMAN_PYTHON, **variables}
         for case, variables in cases.items()
     }
     inventory = workdir / "inventory.json"

@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.conftest import node_container
 from tests.integration.nvidia_repos_node import break_copies, serve_nvidia_repos
-from tests.support.nodes import PODMAN_CONNECTION, ROOT, ansible_env, node_exec
+from tests.support.nodes import PODMAN_CONNECTION, PODMAN_ENV, ROOT, ansible_env, node_exec
 
 pytestmark = pytest.mark.lab
 
@@ -46,7 +46,7 @@ def apt_repo(node: str, copy: str, fingerprint: str) -> dict:
     exe = shutil.which("ansible")
     assert exe, "ansible is not on PATH"
     result = subprocess.run([exe, "all", "-i", f"{node},", "-c", PODMAN_CONNECTION, "-o", "-m", "gpufleet.cloud.apt_repo",
-                             "-a", json.dumps(args)], cwd=ROOT, env=ansible_env(), capture_output=True, text=True,
+                             "-a", json.dumps(args)], cwd=ROOT, env=ansible_env() | PODMAN_ENV, capture_output=True, text=True,
                             check=False)
     line = next((line for line in result.stdout.splitlines() if " => " in line), None)
     assert line, result.stdout + result.stderr

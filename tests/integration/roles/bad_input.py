@@ -32,11 +32,8 @@ def run_cases(node: str, role: str | list[str], cases: dict[str, dict], workdir:
     Returns the run's exit code, its whole output, and per case: its stats
     and the text of its own results."""
     aliases = {case: alias(i) for i, case in enumerate(cases)}
-    hosts = {
-        aliases[case]: {"ansible_host": node, "ansible_connection": PODMAN_CONNECTION,
-                         "ansible_python_interpreter": PODMAN_PYTHON, **variables}
-        for case, variables in cases.items()
-    }
+    node_vars = {"ansible_host": node, "ansible_connection": PODMAN_CONNECTION, "ansible_python_interpreter": PODMAN_PYTHON}
+    hosts = {aliases[case]: {**node_vars, **variables} for case, variables in cases.items()}
     inventory = workdir / "inventory.json"
     inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
     play = workdir / "play.yml"

@@ -20,6 +20,12 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+# pylint: disable-next=wrong-import-position
+from tests.support import testinfra_podman  # noqa: E402
+
+# Every podman:// host of a scenario's checks: one `podman exec` per node.
+testinfra_podman.use()
+
 
 def debian_major(host) -> int:
     """Debian major version of the node, from /etc/debian_version."""

@@ -44,6 +44,7 @@ LONGEST_FIRST = (
     "roles/docker/test_nvidia_repo.py",
     "roles/encrypted_storage/test_rotation.py",
     "roles/nvidia_driver/test_upgrade.py",
+    "roles/guard/test_checkpoint_resume.py",
 )
 
 

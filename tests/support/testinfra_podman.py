@@ -9,9 +9,11 @@ a hundred or more. This one starts a small Python server on the node once
 server runs it with /bin/sh, as podman exec does (same user, environment,
 working directory and no stdin), and answers with its exit status, stdout
 and stderr. Output goes to files, not pipes, so a command that leaves a
-process in the background returns when the command does. If the server is
-gone (the node was restarted, say), the next command starts a new one; if
-that one does not answer either, the command runs as testinfra runs it.
+process in the background returns when the command does. A command that
+gets no answer (the node was restarted, say, and the server with it) is
+sent once more to a new server, so one that ended the server itself runs
+twice; if the new one does not answer either, the command runs as
+testinfra runs it.
 
 `use()` puts it in place of testinfra's podman backend for every
 `podman://` host made after the call; extensions/molecule/conftest.py calls

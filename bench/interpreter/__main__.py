@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.nodes import PODMAN_CONNECTION, PODMAN_ENV, ROOT, ansible_env
+from tests.support.nodes import PODMAN_CONNECTION, PODMAN_ENV, ROOT, ansible_env, booted_node
 
 TASKS = 30
 ALTERNATIVES = {"discovered": {}, "named": PODMAN_ENV}
@@ -98,23 +98,17 @@ def main(argv: list[str]) -> int:
         play = Path(tmp) / "play.yml"
         play.write_text(PLAY)
         wrappers, log = counting_podman(Path(tmp))
+        # Each alternative's own setting, never one from the caller's environment.
+        env = {k: v for k, v in ansible_env().items() if k != "ANSIBLE_PYTHON_INTERPRETER"}
+        env["PATH"] = f"{wrappers}:{env['PATH']}"
         for release in ("12", "13"):
             node = f"bench-interpreter-debian{release}"
             subprocess.run(["podman", "rm", "--force", "--ignore", "--time", "0", node], capture_output=True, check=False)
-            subprocess.run(["podman", "run", "--detach", "--name", node, f"localhost/gpufleet-debian:{release}",
-                            "/sbin/init"], capture_output=True, check=True)
-            try:
-                subprocess.run(["podman", "exec", node, "systemctl", "is-system-running", "--wait"],
-                               capture_output=True, check=False)
+            with booted_node(node, f"localhost/gpufleet-debian:{release}"):
                 figures[release] = {alt: [] for alt in ALTERNATIVES}
                 for _round in range(args.rounds):
                     for alt, setting in ALTERNATIVES.items():
-                        # The alternative's own setting, never one from the caller's environment.
-                        env = {k: v for k, v in ansible_env().items() if k != "ANSIBLE_PYTHON_INTERPRETER"}
-                        env["PATH"] = f"{wrappers}:{env['PATH']}"
                         figures[release][alt].append(run(node, play, env | setting, log))
-            finally:
-                subprocess.run(["podman", "rm", "--force", "--time", "0", node], capture_output=True, check=False)
     text = table(figures, args.rounds)
     args.out.write_text(text + "\n")
     print(text)

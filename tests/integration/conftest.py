@@ -14,7 +14,7 @@ import pytest
 
 from gpufleet.lab import _nodes
 from tests.integration.helpers import gpufleet, kill_site_run_at
-from tests.support.nodes import run_playbook
+from tests.support.nodes import booted_node, run_playbook
 
 # Where the first converge is cut off: a task of the node-wide roles.
 SITE_CUT_AT = "TASK [gpufleet.cloud.monitoring : "
@@ -88,17 +88,8 @@ def node_container(*podman_args: str, release: str = "12"):
     image = f"localhost/gpufleet-debian:{release}"
     if subprocess.run(["podman", "image", "exists", image], check=False).returncode != 0:
         _unavailable(f"{image} is missing: run `make images`")
-    name = f"gpufleet-test-{uuid.uuid4().hex[:8]}"
-    subprocess.run(
-        ["podman", "run", "-d", "--name", name, *podman_args, image, "/sbin/init"], check=True, capture_output=True
-    )
-    try:
-        subprocess.run(
-            ["podman", "exec", name, "systemctl", "is-system-running", "--wait"], check=False, capture_output=True
-        )
+    with booted_node(f"gpufleet-test-{uuid.uuid4().hex[:8]}", image, *podman_args) as name:
         yield name
-    finally:
-        subprocess.run(["podman", "rm", "-f", "-t", "2", name], check=False, capture_output=True)
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ ansible.cfg, Mitogen's podman connection, the recap read back."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -56,6 +57,21 @@ def recap(output: str) -> dict[str, dict[str, int]]:
 
 def node_exec(name: str, *argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(["podman", "exec", name, *argv], capture_output=True, text=True, check=False)
+
+
+@contextlib.contextmanager
+def booted_node(name: str, image: str, *podman_args: str):
+    """A node named `name` from `image` (systemd as init), started with
+    extra `podman run` arguments, once its systemd has finished booting;
+    removed afterwards, whatever happened. Yields its name."""
+    subprocess.run(["podman", "run", "-d", "--name", name, *podman_args, image, "/sbin/init"], check=True,
+                   capture_output=True)
+    try:
+        subprocess.run(["podman", "exec", name, "systemctl", "is-system-running", "--wait"], check=False,
+                       capture_output=True)
+        yield name
+    finally:
+        subprocess.run(["podman", "rm", "-f", "-t", "2", name], check=False, capture_output=True)
 
 
 def node_has_package(name: str, package: str) -> bool:

@@ -74,7 +74,8 @@ class PersistentPodmanBackend(base.BaseBackend):
         return json.loads(line) if line else None
 
     def run(self, command: str, *args: str, **kwargs: Any) -> base.CommandResult:
-        cmd = self.encode(self.get_command(command, *args))
+        text = self.get_command(command, *args)
+        cmd = self.encode(text)
         with self._lock:
             answer = self._ask(cmd)
             if answer is None:  # the server died (a restarted node): once more with a new one
@@ -84,7 +85,7 @@ class PersistentPodmanBackend(base.BaseBackend):
             # No server on the node (stopped, say): testinfra's own way, whose
             # result says what podman says.
             user = f"--user {self.user} " if self.user else ""
-            result = self.run_local(f"podman exec {user}%s /bin/sh -c %s", self.name, cmd.decode())
+            result = self.run_local(f"podman exec {user}%s /bin/sh -c %s", self.name, text)
             result.command = cmd
             return result
         rc, out, err = answer

@@ -63,10 +63,12 @@ def sh(script):
 MUTATIONS = (
     # The GPU-stack node.
     # The blocker: a foreign drop-in that sorts before the role's wins over
-    # it and turns passwords back on, so security's check fails. Every other
-    # row of this node (the firewall row in the same role, and every role
-    # after it) is still reported by the same scan and repaired by the
-    # same --fix, and the message names the file.
+    # it and turns passwords back on. This node reports such lines instead
+    # of commenting them out (security_sshd_overrides: report,
+    # inventories/lab), so security's check fails. Every other row of this
+    # node (the firewall row in the same role, and every role after it) is
+    # still reported by the same scan and repaired by the same --fix, and
+    # the message names the file.
     Mutation(GPU_NODE, "blocker: a foreign sshd drop-in that sorts first",
              sh("printf 'PasswordAuthentication yes\\n' > /etc/ssh/sshd_config.d/00-aaa-local.conf"
                 " && systemctl restart ssh"),
@@ -145,6 +147,19 @@ MUTATIONS = (
     Mutation(GPU_NODE, "packaged files", sh("echo tampered >> /usr/bin/prometheus-node-exporter"),
              (MONITORING + "Verify node_exporter's files against dpkg's checksums",),
              "/usr/bin/prometheus-node-exporter (checksum differs)"),
+    # sshd lines outside the role's drop-in that win over it: one read first
+    # (a drop-in that sorts earlier), one in a Match block. This node keeps
+    # the default (security_sshd_overrides: disable): --fix comments each
+    # out where it is. Before the running-configuration rows, since sshd is
+    # restarted here to run them.
+    Mutation(PLAIN_NODE, "sshd override",
+             sh("printf 'ClientAliveCountMax 7\\nPermitRootLogin yes\\n' > /etc/ssh/sshd_config.d/00-aa-image.conf"
+                " && systemctl restart ssh"),
+             (SECURITY + "Disable the sshd settings that override the hardening",), "PermitRootLogin yes"),
+    Mutation(PLAIN_NODE, "sshd override",
+             sh("printf 'Match Address 10.9.0.0/16\\n    PasswordAuthentication yes\\n' >> /etc/ssh/sshd_config"
+                " && systemctl restart ssh"),
+             (SECURITY + "Disable the sshd settings that override the hardening",), "Match Address 10.9.0.0/16"),
     # Running configuration against written configuration: each file ends
     # as the role wrote it, while the daemon runs something else. The file
     # is put back a second after the start, as a person would: a change
@@ -199,6 +214,11 @@ MUTATIONS = (
     Mutation(PLAIN_NODE, "masked unit", ("systemctl", "mask", "prometheus-node-exporter"),
              (MONITORING + "Enable and start node_exporter",)),
     Mutation(PLAIN_NODE, "package", ("apt-get", "remove", "-y", "-qq", "numactl"), (BASELINE + "Install base packages",)),
+    # A secret's file made readable by all: its mode is no secret, so the
+    # record shows the modes found and wanted, not "<redacted: no_log>"
+    # (docs/drift.md, "Secrets"); the content task stays in sync.
+    Mutation(PLAIN_NODE, "secret file's mode", ("chmod", "0644", "/etc/gpufleet/backup/restic.env"),
+             (BACKUP + "Restrict the repository environment file to root",), "0644"),
     # The running firewall's chain opened by its policy, not by a rule.
     Mutation(PLAIN_NODE, "kernel firewall", ("nft", "chain", "inet", "gpufleet", "input", "{ policy accept ; }"),
              (SECURITY + "Load the firewall ruleset atomically",), "policy accept"),
@@ -474,6 +494,15 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
         changed = [line for line in verify.stdout.splitlines() if line[10:11] != "c"]
         assert verify.returncode == 0 and changed == [], f"{package}: {verify.stdout}"
     assert "127.0.0.8" not in node_exec(PLAIN, "chronyc", "-n", "sources").stdout
+    assert node_exec(PLAIN, "stat", "-c", "%a %U", "/etc/gpufleet/backup/restic.env").stdout.strip() == "600 root"
+    # The sshd lines that won over the hardening are commented out where
+    # they were, their text kept; the image's other setting stays.
+    assert node_exec(PLAIN, "cat", "/etc/ssh/sshd_config.d/00-aa-image.conf").stdout == (
+        "ClientAliveCountMax 7\n# gpufleet-disabled (it overrode the security role's hardening): PermitRootLogin yes\n")
+    sshd = node_exec(PLAIN, "sshd", "-T").stdout.splitlines()
+    assert "permitrootlogin no" in sshd and "clientalivecountmax 7" in sshd, sshd
+    matched = node_exec(PLAIN, "sshd", "-T", "-C", "user=trainer,host=peer,addr=10.9.1.1").stdout.splitlines()
+    assert "passwordauthentication no" in matched, matched
     exporter = main_argv(PLAIN, "prometheus-node-exporter")
     assert "--no-collector.hwmon" not in exporter.stdout, exporter
     # History has both scans, the drifted one first.

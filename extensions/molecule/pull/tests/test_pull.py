@@ -73,6 +73,15 @@ def test_the_script_config_and_units_are_in_place(host):
     assert host.file("/var/lib/gpufleet/pull").mode == 0o700
 
 
+def test_a_drop_in_that_overrode_the_timer_is_moved_aside(host):
+    # prepare.yml's drop-in made the interval a day; it is kept beside, unread.
+    dropins = "/etc/systemd/system/gpufleet-pull.timer.d"
+    assert not host.file(f"{dropins}/local.conf").exists
+    assert host.file(f"{dropins}/local.conf.gpufleet-disabled").contains("OnUnitInactiveSec=1d")
+    assert host.check_output("systemctl show -p DropInPaths --value gpufleet-pull.timer") == ""
+    assert "1d" not in host.check_output("systemctl cat gpufleet-pull.timer")
+
+
 def test_the_timer_is_enabled_and_active(host):
     timer = host.service("gpufleet-pull.timer")
     assert timer.is_enabled

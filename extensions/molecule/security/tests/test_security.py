@@ -102,8 +102,28 @@ def test_sshd_dropin_sorts_first_and_is_hardened(host):
         DROPIN,
         contains=("PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin no", "AllowGroups sshusers"),
     )
-    dropins = sorted(host.file("/etc/ssh/sshd_config.d").listdir())
+    # Before any name an image or a tool usually gives (prepare.yml's
+    # 00-aaa-image.conf is chosen to sort earlier still).
+    dropins = sorted(set(host.file("/etc/ssh/sshd_config.d").listdir()) - {"00-aaa-image.conf"})
     assert dropins[0] == "00-gpufleet-security.conf", dropins
+
+
+def test_lines_that_won_over_the_dropin_are_commented_out_and_kept(host):
+    """prepare.yml's three winning lines: a drop-in that sorts first, the
+    file it includes, a Match block. Each is commented out where it was,
+    its text kept after the marker; the drop-in's other setting stays."""
+    marker = "# gpufleet-disabled (it overrode the security role's hardening): "
+    assert host.file("/etc/ssh/sshd_config.d/00-aaa-image.conf").content_string == (
+        "ClientAliveCountMax 7\n" + marker + "PasswordAuthentication yes\nInclude /etc/ssh/gft-included.conf\n")
+    assert host.file("/etc/ssh/gft-included.conf").content_string == marker + "PermitRootLogin yes\n"
+    assert "Match Address 10.9.0.0/16\n" + marker + "PasswordAuthentication yes\n" in \
+        host.file("/etc/ssh/sshd_config").content_string
+    effective = dict(line.split(" ", 1) for line in host.check_output("sshd -T").splitlines() if " " in line)
+    assert effective["clientalivecountmax"] == "7"
+    assert effective["permitrootlogin"] == "no"
+    # The connections the Match block names get the hardened value too.
+    matched = host.check_output("sshd -T -C user=gft,host=gft.example,addr=10.9.1.1")
+    assert "passwordauthentication no" in matched.splitlines(), matched
 
 
 def test_sshd_runs_with_the_hardened_settings(host, major):

@@ -31,6 +31,8 @@ CASES = {
     "empty allowlist not confirmed": ({"security_ssh_allowed_cidrs": []}, "security_empty_allowlists_confirmed"),
     "wrong type: int expected": ({"security_ssh_port": "ssh"}, "security_ssh_port"),
     "unknown choice": ({"security_firewall_deny": "ignore"}, "security_firewall_deny"),
+    "overrides neither disabled nor reported": ({"security_sshd_overrides": "fix"}, "security_sshd_overrides",
+                                                "disable, report"),
     "root login allowed": ({"security_ssh_permit_root_login": "yes"}, "security_ssh_permit_root_login"),
     "port out of range": ({"security_monitoring_ports": [9100, 70000]}, "security_monitoring_ports"),
 }

@@ -34,6 +34,15 @@ def test_timers_are_active(host, timer):
     assert_unit_running(host, f"{timer}.timer")
 
 
+def test_a_drop_in_that_overrode_the_sync_schedule_is_moved_aside(host):
+    # prepare.yml's drop-in made the sync yearly; it is kept beside, unread.
+    dropins = "/etc/systemd/system/gpufleet-rclone-sync.timer.d"
+    assert not host.file(f"{dropins}/yearly.conf").exists
+    assert host.file(f"{dropins}/yearly.conf.gpufleet-disabled").contains("OnCalendar=yearly")
+    assert host.check_output("systemctl show -p DropInPaths --value gpufleet-rclone-sync.timer") == ""
+    assert "yearly" not in host.check_output("systemctl cat gpufleet-rclone-sync.timer")
+
+
 def test_timer_period_meets_the_rpo(host):
     timer = assert_file(host, "/etc/systemd/system/gpufleet-backup.timer")
     assert "OnUnitActiveSec=600" in timer and "AccuracySec=1s" in timer

@@ -4,7 +4,7 @@ moto's S3 server on the host (10.0.2.2 from the node)."""
 from __future__ import annotations
 
 import pytest
-from conftest import assert_file, assert_package, assert_unit_running
+from conftest import assert_dropin_moved_aside, assert_file, assert_package, assert_unit_running
 
 PROM = "/var/lib/prometheus/node-exporter/gpufleet_backup.prom"
 RESTIC = "set -a; . /etc/gpufleet/backup/restic.env; set +a; restic --no-cache"
@@ -35,12 +35,8 @@ def test_timers_are_active(host, timer):
 
 
 def test_a_drop_in_that_overrode_the_sync_schedule_is_moved_aside(host):
-    # prepare.yml's drop-in made the sync yearly; it is kept beside, unread.
-    dropins = "/etc/systemd/system/gpufleet-rclone-sync.timer.d"
-    assert not host.file(f"{dropins}/yearly.conf").exists
-    assert host.file(f"{dropins}/yearly.conf.gpufleet-disabled").contains("OnCalendar=yearly")
-    assert host.check_output("systemctl show -p DropInPaths --value gpufleet-rclone-sync.timer") == ""
-    assert "yearly" not in host.check_output("systemctl cat gpufleet-rclone-sync.timer")
+    # prepare.yml's drop-in made the sync yearly.
+    assert_dropin_moved_aside(host, "gpufleet-rclone-sync.timer", "yearly.conf", "OnCalendar=yearly")
 
 
 def test_timer_period_meets_the_rpo(host):

@@ -10,7 +10,7 @@ import re
 import time
 
 import pytest
-from conftest import assert_file, assert_package
+from conftest import assert_dropin_moved_aside, assert_file, assert_package
 
 VENV = "/opt/gpufleet/pull"
 PROM = "/var/lib/prometheus/node-exporter/gpufleet_pull.prom"
@@ -74,12 +74,8 @@ def test_the_script_config_and_units_are_in_place(host):
 
 
 def test_a_drop_in_that_overrode_the_timer_is_moved_aside(host):
-    # prepare.yml's drop-in made the interval a day; it is kept beside, unread.
-    dropins = "/etc/systemd/system/gpufleet-pull.timer.d"
-    assert not host.file(f"{dropins}/local.conf").exists
-    assert host.file(f"{dropins}/local.conf.gpufleet-disabled").contains("OnUnitInactiveSec=1d")
-    assert host.check_output("systemctl show -p DropInPaths --value gpufleet-pull.timer") == ""
-    assert "1d" not in host.check_output("systemctl cat gpufleet-pull.timer")
+    # prepare.yml's drop-in made the interval a day.
+    assert_dropin_moved_aside(host, "gpufleet-pull.timer", "local.conf", "OnUnitInactiveSec=1d")
 
 
 def test_the_timer_is_enabled_and_active(host):

@@ -61,14 +61,16 @@ def assert_unit_running(host, unit: str):
     assert svc.is_running, f"{unit} is not running"
 
 
-def assert_dropin_moved_aside(host, unit: str, name: str, setting: str):
+def assert_dropin_moved_aside(host, unit: str, name: str, setting: str, kept=()):
     """A drop-in the scenario's prepare.yml left for `unit`, setting
     `setting`: moved aside by the converge (gpufleet.cloud.unit_dropins),
-    kept beside as NAME.gpufleet-disabled, and no longer read by systemd."""
+    kept beside as NAME.gpufleet-disabled, and no longer read by systemd,
+    which reads exactly the drop-ins named in `kept` (in the same directory)."""
     dropins = f"/etc/systemd/system/{unit}.d"
     assert not host.file(f"{dropins}/{name}").exists
     assert host.file(f"{dropins}/{name}.gpufleet-disabled").contains(setting)
-    assert host.check_output(f"systemctl show -p DropInPaths --value {unit}") == ""
+    read = host.check_output(f"systemctl show -p DropInPaths --value {unit}").split()
+    assert sorted(read) == sorted(f"{dropins}/{k}" for k in kept), read
     assert setting not in host.check_output(f"systemctl cat {unit}")
 
 

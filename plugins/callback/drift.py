@@ -73,6 +73,11 @@ from ansible.plugins.callback import CallbackBase
 from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _drift
 
 
+def _short(role):
+    """A role's name without its collection (gpufleet.cloud.cuda: cuda)."""
+    return str(role).rsplit(".", 1)[-1]
+
+
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"
@@ -144,6 +149,17 @@ class CallbackModule(CallbackBase):
                 if entries:
                     versions[name] = str(entries[0].get("version"))
 
+    def _needs_failed(self, task, host, role):
+        """The roles that the task's role needs (site.yml's __site_needs on
+        the role's block) and that already have a failed record on `host`."""
+        get_vars = getattr(task, "get_vars", None)
+        needs = (get_vars() if get_vars else {}).get("__site_needs") or []
+        if not role or not isinstance(needs, list):
+            return []
+        failed = {_short(r["role"]) for r in self._records.values()
+                  if r["host"] == host and r["state"] == _drift.FAILED and r.get("role")}
+        return [str(n) for n in needs if n in failed and n != _short(role)]
+
     def _record(self, result, outcome, item=None):
         task = result._task
         host = result._host
@@ -182,6 +198,10 @@ class CallbackModule(CallbackBase):
             record["diff"] = _drift.redact_diff(res, no_log) or (None if no_log else _drift.unit_diff(res))
         elif state in (_drift.FAILED, _drift.UNREACHABLE, _drift.NOT_VERIFIED):
             record["message"] = "(censored)" if no_log else str(res.get("msg", ""))[:2000]
+            needs_failed = self._needs_failed(task, record["host"], role) if state == _drift.FAILED else []
+            if needs_failed:
+                record["message"] += " (%s needs %s, which failed before it on this host)" % (
+                    _short(role), ", ".join(needs_failed))
         # A handler or a repeated task name on the same host: keep the worst.
         key = (record["host"], resource)
         previous = self._records.get(key)

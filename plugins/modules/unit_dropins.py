@@ -33,6 +33,15 @@ description:
     without the override. An overriding drop-in shared with other units
     (C(service.d), a prefix such as C(gpufleet-.service.d)) is not moved,
     since that would change those units too; the task fails and names it.
+  - With O(keys), only those settings count, whether or not the unit's own
+    file sets them. For C(ssh.service) the command line and environment that
+    can give sshd options matter, while an image's drop-in that generates
+    host keys first does not.
+  - A whole unit file under C(/etc) or C(/run) in place of the one its
+    package ships (C(systemctl edit --full)) overrides each setting where
+    the two differ; a normal run moves it aside the same way, so that
+    systemd loads the package's file again. One that replaces a template
+    (C(foo@.service)) serves every instance, and is named, not moved.
   - A unit that is not loaded (not installed yet) is no change.
 author: gpufleet developers (@gpufleet)
 requirements:
@@ -44,7 +53,8 @@ attributes:
     support: full
   diff_mode:
     support: full
-    details: Before is each overriding drop-in's content, after is nothing (it is moved aside).
+    details: Before is each overriding drop-in's content, after is nothing (it is moved aside); for a whole
+      unit file, after is the package's file.
   platform:
     platforms: posix
 options:
@@ -60,6 +70,24 @@ options:
     type: list
     elements: path
     default: []
+  keys:
+    description:
+      - The settings (C(Section.Key), such as C(Service.ExecStart)) that
+        count as overrides wherever a drop-in sets them. Without it, every
+        setting the unit's own file or an allowed drop-in sets counts.
+    type: list
+    elements: str
+  restart:
+    description:
+      - Whether to restart the unit when it runs and a drop-in was moved
+        aside. With V(false), systemd is reloaded and the unit runs without
+        the override from its next start. For a unit whose restart would
+        undo what it guards (C(nftables.service) removes the firewall's
+        table before it loads it again) or stop what is in use (a storage
+        unlock unit unmounts its volume), while the role keeps the live
+        state by other means.
+    type: bool
+    default: true
 seealso:
   - module: ansible.builtin.systemd_service
   - module: gpufleet.cloud.service_config
@@ -78,6 +106,17 @@ EXAMPLES = r"""
     name: chrony.service
     allowed:
       - /etc/systemd/system/chrony.service.d/90-gpufleet-container.conf
+
+- name: Move aside drop-ins that give sshd other options
+  gpufleet.cloud.unit_dropins:
+    name: ssh.service
+    keys: [Service.ExecStart, Service.Environment, Service.EnvironmentFile]
+
+- name: Move aside drop-ins that change how nftables loads, without a restart
+  gpufleet.cloud.unit_dropins:
+    name: nftables.service
+    allowed: [/etc/systemd/system/nftables.service.d/90-gpufleet.conf]
+    restart: false
 """
 
 RETURN = r"""
@@ -111,19 +150,22 @@ SUFFIX = ".gpufleet-disabled"
 # Where an administrator's or a runtime drop-in lives; /usr/lib's come with
 # the package that ships the unit.
 _LOCAL = ("/etc/systemd/", "/run/systemd/")
+# Where packages put the units they ship.
+_VENDOR = ("/usr/lib/systemd/system", "/lib/systemd/system")
 
 
-def parse_keys(text):
-    """The Section.Key names a unit file or drop-in sets (an empty
-    assignment, which resets a list, counts: it is what an override of
-    ExecStart starts with)."""
-    keys = set()
+def parse_settings(text):
+    """Each Section.Key a unit file or drop-in sets, with its values in
+    order (a continued line joined to its first)."""
+    settings = {}
     section = None
-    continued = False
+    last = None
     for raw in text.splitlines():
         line = raw.strip()
-        if continued:
-            continued = line.endswith("\\")
+        if last is not None:
+            settings[last][-1] += " " + line.rstrip("\\").strip()
+            if not line.endswith("\\"):
+                last = None
             continue
         if not line or line[0] in "#;":
             continue
@@ -131,9 +173,50 @@ def parse_keys(text):
             section = line[1:-1].strip()
             continue
         if "=" in line and section:
-            keys.add("%s.%s" % (section, line.split("=", 1)[0].strip()))
-        continued = line.endswith("\\")
-    return keys
+            key, value = line.split("=", 1)
+            name = "%s.%s" % (section, key.strip())
+            settings.setdefault(name, []).append(value.strip().rstrip("\\").strip())
+            if line.endswith("\\"):
+                last = name
+    return settings
+
+
+def parse_keys(text):
+    """The Section.Key names a unit file or drop-in sets (an empty
+    assignment, which resets a list, counts: it is what an override of
+    ExecStart starts with)."""
+    return set(parse_settings(text))
+
+
+def vendor_unit(name):
+    """The file a package ships for the unit (a template's for an
+    instance: foo@.service for foo@bar.service), or None."""
+    if "@" in name:
+        prefix, rest = name.split("@", 1)
+        name = prefix + "@" + rest[rest.rfind("."):]
+    for place in _VENDOR:
+        if os.path.exists(os.path.join(place, name)):
+            return os.path.join(place, name)
+    return None
+
+
+def find_replacement(fragment, vendor, keys=None, read=None):
+    """A whole unit file under /etc or /run that replaces the package's own
+    (`systemctl edit --full`), with the settings where the two differ (only
+    `keys` when given); None when there is none or nothing counts."""
+    read = read or _read
+    if not fragment or not vendor or not fragment.startswith(_LOCAL):
+        return None
+    if os.path.realpath(fragment) == os.path.realpath(vendor):
+        return None
+    text = read(fragment)
+    if text is None:
+        return None
+    mine, theirs = parse_settings(text), parse_settings(read(vendor) or "")
+    differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+    if keys is not None:
+        differ = [k for k in differ if k in keys]
+    return {"path": fragment, "keys": differ, "content": text, "vendor": vendor} if differ else None
 
 
 def _read(path):
@@ -156,13 +239,16 @@ def _own_directory(path, name):
     return os.path.basename(os.path.dirname(path)) == name + ".d"
 
 
-def find_overrides(fragment_text, dropins, allowed, read=_read):
+def find_overrides(fragment_text, dropins, allowed, read=_read, keys=None):
     """(overrides, kept): each local drop-in not allowed that sets a key the
-    unit's file or an allowed drop-in sets, with those keys; and the local
-    ones that only add keys."""
-    own = parse_keys(fragment_text or "")
-    for path in allowed:
-        own |= parse_keys(read(path) or "")
+    unit's file or an allowed drop-in sets (or one of `keys` when given),
+    with those keys; and the local ones that only add other keys."""
+    if keys is not None:
+        own = set(keys)
+    else:
+        own = parse_keys(fragment_text or "")
+        for path in allowed:
+            own |= parse_keys(read(path) or "")
     overrides, kept = [], []
     for path in dropins:
         if path in allowed or not path.startswith(_LOCAL):
@@ -183,6 +269,8 @@ def main():
         argument_spec=dict(
             name=dict(type="str", required=True),
             allowed=dict(type="list", elements="path", default=[]),
+            keys=dict(type="list", elements="str", no_log=False),
+            restart=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -194,20 +282,30 @@ def main():
         result["msg"] = "%s is not loaded (%s): nothing overrides it" % (name, props.get("LoadState", "unknown"))
         module.exit_json(**result)
     dropins = props.get("DropInPaths", "").split()
-    overrides, kept = find_overrides(_read(props.get("FragmentPath", "")) if props.get("FragmentPath") else "",
-                                     dropins, [os.path.normpath(p) for p in module.params["allowed"]])
+    allowed = [os.path.normpath(p) for p in module.params["allowed"]]
+    fragment = props.get("FragmentPath", "")
+    overrides, kept = find_overrides(_read(fragment) if fragment else "", dropins, allowed, keys=module.params["keys"])
+    replacement = None if fragment in allowed else find_replacement(fragment, vendor_unit(name), module.params["keys"])
+    if replacement:
+        overrides.insert(0, replacement)
     result["kept"] = kept
     result["overrides"] = [{"path": o["path"], "keys": o["keys"]} for o in overrides]
     if not overrides:
         module.exit_json(**result)
     result["changed"] = True
-    result["diff"] = [dict(before_header=o["path"], before=o["content"], after_header=o["path"] + SUFFIX, after="")
+    # A drop-in goes (nothing in its place); a whole file gives way to the
+    # package's.
+    result["diff"] = [dict(before_header=o["path"], before=o["content"],
+                           after_header=o.get("vendor", o["path"] + SUFFIX),
+                           after=(_read(o["vendor"]) or "") if "vendor" in o else "")
                       for o in overrides]
     said = "; ".join("%s overrides %s" % (o["path"], ", ".join(o["keys"])) for o in overrides)
     if module.check_mode:
         result["msg"] = "%s: %s" % (name, said)
         module.exit_json(**result)
-    shared = [o["path"] for o in overrides if not _own_directory(o["path"], name)]
+    # A template's own file replaced under /etc serves every instance.
+    shared = [o["path"] for o in overrides
+              if not (_own_directory(o["path"], name) or o.get("vendor") and os.path.basename(o["path"]) == name)]
     for o in overrides:
         if o["path"] in shared:
             continue
@@ -224,7 +322,8 @@ def main():
     rc, _out, err = module.run_command([systemctl, "daemon-reload"])
     if rc != 0:
         module.fail_json(msg="systemctl daemon-reload failed (rc %s): %s" % (rc, err.strip()), **result)
-    if result["moved"] and props.get("ActiveState") in ("active", "activating", "reloading"):
+    if result["moved"] and module.params["restart"] and props.get("ActiveState") in ("active", "activating",
+                                                                                     "reloading"):
         rc, _out, err = module.run_command([systemctl, "restart", name])
         if rc != 0:
             module.fail_json(msg="systemctl restart %s failed (rc %s): %s" % (name, rc, err.strip()), **result)
@@ -233,6 +332,8 @@ def main():
         module.fail_json(msg="%s: %s; %s also apply to other units, so they are not moved: remove those keys "
                              "there, or give this unit its own drop-in" % (name, said, ", ".join(shared)), **result)
     result["msg"] = "%s: %s; moved aside to %s" % (name, said, ", ".join(result["moved"]))
+    if result["moved"] and not result["restarted"] and props.get("ActiveState") == "active":
+        result["msg"] += "; not restarted (restart=false): it runs without them from its next start"
     module.exit_json(**result)
 
 

@@ -95,13 +95,14 @@ MUTATIONS = (
              ("gpufleet.cloud.nccl : Write /etc/nccl.conf",), "TRACE"),
     Mutation(GPU_NODE, "sysctl file",
              ("sed", "-i", "s/^vm.zone_reclaim_mode=0/vm.zone_reclaim_mode=1/", "/etc/sysctl.d/90-gpufleet-baseline.conf"),
-             (BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [vm.zone_reclaim_mode]",)),
+             (BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [vm.zone_reclaim_mode]",),
+             "vm.zone_reclaim_mode = 1"),
     # Running kernel parameters of the GPU-stack node's own network
     # namespace (a privileged container sets those; docs/drift.md).
     Mutation(GPU_NODE, "kernel parameter", ("sysctl", "-q", "-w", "net.ipv4.tcp_mtu_probing=0"),
-             (BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [net.ipv4.tcp_mtu_probing]",)),
+             (BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [net.ipv4.tcp_mtu_probing]",), "running: 0"),
     Mutation(GPU_NODE, "kernel parameter", ("sysctl", "-q", "-w", "net.ipv4.conf.all.arp_ignore=0"),
-             (BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [net.ipv4.conf.all.arp_ignore]",)),
+             (BASELINE + "Write kernel parameters for GPU, NCCL and RDMA workloads [net.ipv4.conf.all.arp_ignore]",), "running: 0"),
     Mutation(GPU_NODE, "package", ("apt-get", "remove", "-y", "-qq", "jq"), (BASELINE + "Install base packages",)),
     # A stopped daemon runs no older configuration: only its start reports.
     Mutation(GPU_NODE, "service state", ("systemctl", "stop", "chrony"), (BASELINE + "Enable and start chrony",)),
@@ -213,6 +214,21 @@ MUTATIONS = (
              "UnitFileState=masked"),
     Mutation(PLAIN_NODE, "masked unit", ("systemctl", "mask", "prometheus-node-exporter"),
              (MONITORING + "Enable and start node_exporter",)),
+    Mutation(GPU_NODE, "masked unit", ("systemctl", "mask", "nvidia-persistenced"),
+             ("gpufleet.cloud.nvidia_driver : Enable the persistence daemon",), "UnitFileState=masked"),
+    # Options on sshd's command line, which sshd -T never shows.
+    Mutation(PLAIN_NODE, "unit drop-in",
+             sh("d=/etc/systemd/system/ssh.service.d && mkdir -p $d"
+                " && printf '[Service]\\nEnvironment=\"SSHD_OPTS=-oPermitRootLogin=yes\"\\n' > $d/50-opts.conf"
+                " && systemctl daemon-reload"),
+             (SECURITY + "Move aside the ssh.service drop-ins that give sshd other options",), "PermitRootLogin=yes"),
+    # systemctl edit --full: a whole unit file in place of the package's,
+    # loading another ruleset at boot.
+    Mutation(PLAIN_NODE, "unit file in place of the package's",
+             sh("cp \"$(systemctl show -p FragmentPath --value nftables)\" /etc/systemd/system/nftables.service"
+                " && sed -i 's#^ExecStart=.*#ExecStart=/usr/sbin/nft -f /etc/nftables-local.conf#'"
+                " /etc/systemd/system/nftables.service && systemctl daemon-reload"),
+             (SECURITY + "Move aside the drop-ins that override nftables.service",), "nftables-local.conf"),
     Mutation(PLAIN_NODE, "package", ("apt-get", "remove", "-y", "-qq", "numactl"), (BASELINE + "Install base packages",)),
     # A secret's file made readable by all: its mode is no secret, so the
     # record shows the modes found and wanted, not "<redacted: no_log>"
@@ -480,11 +496,16 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
     # The overriding drop-ins are moved aside, where an operator finds them,
     # and the units run without them.
     for name, dropin in ((PLAIN, "/etc/systemd/system/gpufleet-backup.timer.d/weekly.conf"),
-                         (GPU, "/etc/systemd/system/prometheus-node-exporter.service.d/50-local.conf")):
+                         (GPU, "/etc/systemd/system/prometheus-node-exporter.service.d/50-local.conf"),
+                         (PLAIN, "/etc/systemd/system/ssh.service.d/50-opts.conf"),
+                         (PLAIN, "/etc/systemd/system/nftables.service")):
         assert node_exec(name, "test", "-e", dropin).returncode == 1, dropin
         assert node_exec(name, "test", "-f", dropin + ".gpufleet-disabled").returncode == 0, dropin
     assert "weekly" not in node_exec(PLAIN, "systemctl", "cat", "gpufleet-backup.timer").stdout
     assert "--collector.disable-defaults" not in main_argv(GPU, "prometheus-node-exporter").stdout
+    assert "PermitRootLogin" not in main_argv(PLAIN, "ssh").stdout
+    assert "nftables-local.conf" not in node_exec(PLAIN, "systemctl", "cat", "nftables").stdout
+    assert node_exec(GPU, "systemctl", "is-enabled", "nvidia-persistenced").stdout.strip() == "enabled"
     for name, timer in ((PLAIN, "gpufleet-backup-prune.timer"), (PLAIN, "gpufleet-health.timer")):
         assert node_exec(name, "systemctl", "is-active", timer).stdout.strip() == "active", (name, timer)
         assert node_exec(name, "systemctl", "is-enabled", timer).stdout.strip() == "enabled", (name, timer)

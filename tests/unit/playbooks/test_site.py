@@ -17,6 +17,10 @@ cuda and node_health roles alone on the GPU-stack node)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,7 +57,7 @@ def test_site_applies_every_role_once_and_only_in_blocks():
 def test_each_role_is_a_block_tagged_with_its_name_that_records_its_failure(role):
     block = next(b for b in ROLE_BLOCKS if imported_role(b) == f"gpufleet.cloud.{role}")
     assert block["tags"] == [role], block["tags"]
-    assert block["vars"] == {"__site_role": role}
+    assert block["vars"]["__site_role"] == role and set(block["vars"]) <= {"__site_role", "__site_needs"}
     # One rescue for all: it records the role and goes on.
     assert block["rescue"] == ROLE_BLOCKS[0]["rescue"]
     (record,) = block["rescue"]
@@ -91,3 +95,44 @@ def test_every_tag_that_runs_an_include_runs_what_it_includes(tag):
         if tag in block["tags"]:
             applied = (task["ansible.builtin.include_role"].get("apply") or {}).get("tags") or []
             assert tag in applied, (block["name"], tag, applied)
+
+
+def test_a_needed_role_is_one_site_applies_before_the_role_that_needs_it():
+    applied = [b["vars"] for play in ROLE_PLAYS for b in blocks(play)]
+    needs = {v["__site_role"]: v["__site_needs"] for v in applied if "__site_needs" in v}
+    assert needs == {"cuda": ["nvidia_driver"], "nccl": ["cuda"], "node_health": ["nvidia_driver"]}
+    for position, block_vars in enumerate(applied):
+        before = [v["__site_role"] for v in applied[:position]]
+        for needed in block_vars.get("__site_needs", []):
+            assert needed in before, (block_vars, needed)
+
+
+def test_a_converge_names_the_needed_role_that_failed_first(tmp_path):
+    """site.yml's own rescue and last task, around three roles that fail:
+    the one that needs the first says so, the unrelated one does not."""
+    rescue = ROLE_BLOCKS[0]["rescue"]
+    fail_task = SITE[-1]["tasks"][0]
+
+    def role(name, needs=None):
+        return {"name": name, "vars": {"__site_role": name, **({"__site_needs": needs} if needs else {})},
+                "block": [{"name": f"Fail in {name}", "ansible.builtin.fail": {"msg": f"{name} broke"}}],
+                "rescue": rescue}
+
+    play = [{"name": "Roles", "hosts": "all", "gather_facts": False,
+             "tasks": [role("nvidia_driver"), role("monitoring"), role("cuda", ["nvidia_driver"]),
+                       role("nccl", ["cuda", "docker"])]},
+            {"name": "Fail the nodes whose roles failed", "hosts": "all", "gather_facts": False,
+             "tasks": [fail_task]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}
+    done = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "node,", "-c", "local",
+                           "-e", f"ansible_python_interpreter={sys.executable}", str(tmp_path / "play.yml")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    last = json.loads(done.stdout)["plays"][-1]["tasks"][-1]["hosts"]["node"]
+    msg = " ".join(last["msg"].split())
+    assert msg.startswith("nvidia_driver, monitoring, cuda, nccl failed on node"), msg
+    assert "cuda at 'Fail in cuda': cuda broke (cuda needs nvidia_driver, which failed before it on this node)" in msg
+    # Only the needed roles that failed are named (docker never ran).
+    assert "nccl at 'Fail in nccl': nccl broke (nccl needs cuda, which failed before it on this node)" in msg
+    assert "monitoring broke;" in msg and "monitoring needs" not in msg

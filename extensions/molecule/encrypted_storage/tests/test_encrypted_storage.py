@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import assert_file, assert_package
+from conftest import assert_dropin_moved_aside, assert_file, assert_package
 
 ENVELOPE = "/etc/gpufleet/kms/storage-{}.envelope"
 
@@ -82,6 +82,10 @@ def test_luks_unit_is_enabled_and_fails_clearly_without_device_mapper(host):
     log = host.run("journalctl -u gpufleet-storage@vault.service --no-pager -o cat").stdout
     assert "KMS decrypted the data key" in log and "opens a LUKS2 keyslot" in log and "no device-mapper" in log
     host.run("systemctl reset-failed gpufleet-storage@vault.service")
+
+
+def test_a_drop_in_that_kept_the_vault_unlocked_on_stop_is_moved_aside(host):
+    assert_dropin_moved_aside(host, "gpufleet-storage@vault.service", "local.conf", "ExecStop=/bin/true")
 
 
 def test_fscrypt_directory_locks_and_unlocks_with_the_kms_key(host):

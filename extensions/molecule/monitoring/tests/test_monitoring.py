@@ -12,7 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ansible_playbook, assert_file, assert_package, assert_unit_running, prometheus_tool
+from conftest import (
+    ansible_playbook,
+    assert_dropin_moved_aside,
+    assert_file,
+    assert_package,
+    assert_unit_running,
+    prometheus_tool,
+)
 
 from tests.support.prometheus import serve
 
@@ -116,6 +123,10 @@ def test_nvidia_smi_exporter_says_honestly_that_there_is_no_gpu(host, major):
     # No GPU: no readings at all, not zeros.
     assert "gpufleet_gpu_utilization_percent" not in prom
     assert "gpufleet_gpu_temperature_celsius" not in prom
+
+
+def test_a_drop_in_that_slowed_the_nvidia_smi_exporter_is_moved_aside(host):
+    assert_dropin_moved_aside(host, "gpufleet-nvsmi-exporter.timer", "local.conf", "OnUnitActiveSec=1d")
 
 
 def test_inventory_metrics(host, major):

@@ -8,10 +8,11 @@ below is the truthful one."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
-from conftest import assert_file, assert_package
+from conftest import assert_dropin_moved_aside, assert_file, assert_package
 
 # What Debian's archive offers, as the role's nvidia_driver_platforms says.
 PINNED = {12: ("535", "535.309.01"), 13: ("550", "550.163.01")}
@@ -51,6 +52,16 @@ def test_persistence_daemon_is_separate_and_enabled(host):
     assert_package(host, "nvidia-persistenced")
     assert "nvidia-persistenced" not in held_names(host)
     assert host.service("nvidia-persistenced").is_enabled
+
+
+def test_the_persistence_daemon_runs_the_packages_command_line(host):
+    """The scenario's prepare.yml left a drop-in that turned persistence
+    mode off: moved aside. The lab's GPU-stack node, which runs this file
+    too, had none: systemd reads none there either."""
+    if os.environ.get("MOLECULE_SCENARIO_NAME") == "nvidia_driver":
+        assert_dropin_moved_aside(host, "nvidia-persistenced.service", "local.conf", "--no-persistence-mode")
+    assert host.check_output("systemctl show -p DropInPaths --value nvidia-persistenced") == ""
+    assert "--no-persistence-mode" not in host.check_output("systemctl cat nvidia-persistenced")
 
 
 def test_nouveau_blacklisted(host):

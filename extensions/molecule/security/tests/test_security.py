@@ -7,7 +7,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import ansible_playbook, assert_file, assert_package, assert_unit_running, debian_major
+from conftest import (
+    ansible_playbook,
+    assert_dropin_moved_aside,
+    assert_file,
+    assert_package,
+    assert_unit_running,
+    debian_major,
+)
 
 DROPIN = "/etc/ssh/sshd_config.d/00-gpufleet-security.conf"
 # Mirrors the scenario's molecule.yml: an allowed and a denied source network.
@@ -126,6 +133,17 @@ def test_lines_that_won_over_the_dropin_are_commented_out_and_kept(host):
     assert "passwordauthentication no" in matched.splitlines(), matched
 
 
+def test_a_drop_in_that_gave_sshd_options_is_moved_aside_and_the_image_s_stays(host):
+    """prepare.yml's ssh.service drop-in passed password logins on sshd's
+    command line, where sshd -T never sees them; the image's host-key
+    drop-in (ExecStartPre only) is no override and stays."""
+    assert_dropin_moved_aside(host, "ssh.service", "50-image-opts.conf", "PasswordAuthentication=yes",
+                              kept=["gpufleet-hostkeys.conf"])
+    pid = host.check_output("systemctl show -p MainPID --value ssh")
+    argv = host.file(f"/proc/{pid}/cmdline").content_string.split("\0")
+    assert not [a for a in argv if a.startswith("-o")], argv
+
+
 def test_sshd_runs_with_the_hardened_settings(host, major):
     effective = dict(line.split(" ", 1) for line in host.check_output("sshd -T").splitlines() if " " in line)
     assert effective["passwordauthentication"] == "no"
@@ -237,6 +255,8 @@ def test_a_rule_added_to_the_running_table_is_drift_and_a_run_removes_it(rerun_n
 
 
 def test_nftables_service_leaves_other_tables_alone(host):
+    # prepare.yml's drop-in would load another file at boot: moved aside.
+    assert_dropin_moved_aside(host, "nftables.service", "50-local.conf", "nftables-local.conf", kept=["90-gpufleet.conf"])
     conf = assert_file(host, "/etc/nftables.conf", mode=0o755, contains=('include "/etc/nftables.d/*.nft"',))
     assert not [line for line in conf.splitlines() if line.strip().startswith("flush")], conf
     host.run_test("nft add table inet gft_foreign")

@@ -312,3 +312,42 @@ def test_what_a_failed_role_left_unreached_is_named_after_that_role_not_the_last
         "Fails": "failed", "Write after": "could-not-verify", "Another role": "drifted"}
     assert records[("node", "Write after")]["message"] == "not scanned: this host's run ended when 'Fails' failed"
     assert (tmp_path / "other").exists() and not (tmp_path / "after").exists()
+
+
+# site.yml's shape in a scan: each role a block, one naming the role it
+# needs (__site_needs); check mode reads on past every failure.
+NEEDS = """
+- name: Roles
+  hosts: all
+  gather_facts: false
+  ignore_errors: "{{ ansible_check_mode }}"
+  tasks:
+    - name: Driver
+      vars: {__site_role: driver}
+      block:
+        - name: Apply driver
+          ansible.builtin.import_role: {name: driver}
+    - name: Toolkit
+      vars: {__site_role: toolkit, __site_needs: [driver, absent]}
+      block:
+        - name: Apply toolkit
+          ansible.builtin.import_role: {name: toolkit}
+    - name: Other
+      vars: {__site_role: other}
+      block:
+        - name: Apply other
+          ansible.builtin.import_role: {name: other}
+"""
+
+
+def test_a_failed_record_names_the_role_it_needs_when_that_failed_first(tmp_path):
+    for name in ("driver", "toolkit", "other"):
+        (tmp_path / "roles" / name / "tasks").mkdir(parents=True)
+        (tmp_path / "roles" / name / "tasks" / "main.yml").write_text(
+            f"- name: Check {name}\n  ansible.builtin.assert: {{that: false, fail_msg: {name} is broken}}\n")
+    records = play_records(tmp_path, NEEDS, "node,", "--check")
+    messages = {key[1]: r["message"] for key, r in records.items() if r["state"] == "failed"}
+    assert messages == {
+        "driver : Check driver": "driver is broken",
+        "toolkit : Check toolkit": "toolkit is broken (toolkit needs driver, which failed before it on this host)",
+        "other : Check other": "other is broken"}

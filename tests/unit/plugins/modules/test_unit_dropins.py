@@ -34,6 +34,7 @@ def tree(tmp_path, monkeypatch):
     for d in (etc, run, lib):
         d.mkdir(parents=True)
     monkeypatch.setattr(unit_dropins, "_LOCAL", (str(tmp_path / "etc/systemd") + "/", str(tmp_path / "run/systemd") + "/"))
+    monkeypatch.setattr(unit_dropins, "_VENDOR", (str(lib),))
     (etc / "gpufleet-backup.timer").write_text(TIMER)
     return etc, run, lib
 
@@ -62,8 +63,8 @@ class FakeSystemd:
         monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda _m, name, *a, **k: "/usr/bin/" + name)
 
 
-def run(capsys, check=False, name="gpufleet-backup.timer", allowed=()):
-    args = {"name": name, "allowed": list(allowed), "_ansible_check_mode": check, "_ansible_diff": True}
+def run(capsys, check=False, name="gpufleet-backup.timer", allowed=(), **options):
+    args = {"name": name, "allowed": list(allowed), "_ansible_check_mode": check, "_ansible_diff": True, **options}
     with patch_module_args(args), pytest.raises(SystemExit):
         unit_dropins.main()
     return json.loads(capsys.readouterr().out)
@@ -140,3 +141,88 @@ def test_nothing_to_do_for_a_clean_or_missing_unit(tree, monkeypatch, capsys):
     FakeSystemd(monkeypatch, "", [], load="not-found", active="inactive")
     out = run(capsys, check=True)
     assert out["changed"] is False and "not loaded (not-found)" in out["msg"]
+
+
+SSH = """[Service]
+EnvironmentFile=-/etc/default/ssh
+ExecStartPre=/usr/sbin/sshd -t
+ExecStart=/usr/sbin/sshd -D $SSHD_OPTS
+"""
+
+
+def test_with_keys_only_those_count_even_where_the_units_file_does_not_set_them(tree, monkeypatch, capsys):
+    etc, _run, _lib = tree
+    (etc / "ssh.service").write_text(SSH)
+    # An image's host-key step changes ExecStartPre, which the unit's file
+    # sets, and stays; sshd options through Environment, which the file does
+    # not set, and a new ExecStart are overrides.
+    hostkeys = dropin(etc, "ssh.service", "hostkeys.conf", "[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\n")
+    opts = dropin(etc, "ssh.service", "opts.conf", "[Service]\nEnvironment=SSHD_OPTS=-oPasswordAuthentication=yes\n")
+    cmd = dropin(etc, "ssh.service", "zz.conf", "[Service]\nExecStart=\nExecStart=/usr/sbin/sshd -D -f /etc/other\n")
+    keys = ["Service.ExecStart", "Service.Environment", "Service.EnvironmentFile"]
+    FakeSystemd(monkeypatch, etc / "ssh.service", [hostkeys, opts, cmd])
+    out = run(capsys, check=True, name="ssh.service", keys=keys)
+    assert out["overrides"] == [{"path": opts, "keys": ["Service.Environment"]},
+                                {"path": cmd, "keys": ["Service.ExecStart"]}]
+    assert out["kept"] == [hostkeys]
+    # Without keys the host-key step would be an override and Environment not.
+    FakeSystemd(monkeypatch, etc / "ssh.service", [hostkeys, opts, cmd])
+    out = run(capsys, check=True, name="ssh.service")
+    assert [o["path"] for o in out["overrides"]] == [hostkeys, cmd] and out["kept"] == [opts]
+
+
+def test_restart_false_moves_and_reloads_but_leaves_the_running_unit_alone(tree, monkeypatch, capsys):
+    etc, _run, _lib = tree
+    (etc / "nftables.service").write_text("[Service]\nExecStart=/usr/sbin/nft -f /etc/nftables.conf\n")
+    other = dropin(etc, "nftables.service", "50-local.conf", "[Service]\nExecStart=\nExecStart=/usr/sbin/nft -f /etc/x\n")
+    fake = FakeSystemd(monkeypatch, etc / "nftables.service", [other])
+    out = run(capsys, name="nftables.service", restart=False)
+    assert out["changed"] is True and out["restarted"] is False
+    assert out["moved"] == [other + ".gpufleet-disabled"]
+    assert fake.calls == ["show", "daemon-reload"]
+    assert "not restarted (restart=false): it runs without them from its next start" in out["msg"]
+
+
+def test_a_whole_file_in_place_of_the_packages_is_an_override_and_gives_way_to_it(tree, monkeypatch, capsys):
+    etc, _run, lib = tree
+    (lib / "ssh.service").write_text(SSH)
+    # systemctl edit --full: the package's file with one line changed.
+    (etc / "ssh.service").write_text(SSH.replace("sshd -D $SSHD_OPTS", "sshd -D -oPermitRootLogin=yes"))
+    keys = ["Service.ExecStart", "Service.Environment", "Service.EnvironmentFile"]
+    FakeSystemd(monkeypatch, etc / "ssh.service", [])
+    out = run(capsys, check=True, name="ssh.service", keys=keys)
+    assert out["overrides"] == [{"path": str(etc / "ssh.service"), "keys": ["Service.ExecStart"]}]
+    assert out["diff"][0]["after_header"] == str(lib / "ssh.service") and out["diff"][0]["after"] == SSH
+    fake = FakeSystemd(monkeypatch, etc / "ssh.service", [])
+    out = run(capsys, name="ssh.service", keys=keys)
+    assert out["moved"] == [str(etc / "ssh.service") + ".gpufleet-disabled"] and out["restarted"] is True
+    assert not (etc / "ssh.service").exists() and fake.calls == ["show", "daemon-reload", "restart"]
+
+
+def test_a_whole_file_that_differs_only_where_nothing_counts_or_is_the_packages_is_no_change(tree, monkeypatch, capsys):
+    etc, _run, lib = tree
+    (lib / "ssh.service").write_text(SSH)
+    (etc / "ssh.service").write_text(SSH.replace("ExecStartPre=/usr/sbin/sshd -t", "ExecStartPre=/usr/bin/ssh-keygen -A"))
+    FakeSystemd(monkeypatch, etc / "ssh.service", [])
+    assert run(capsys, check=True, name="ssh.service", keys=["Service.ExecStart"])["changed"] is False
+    # Without keys that difference counts.
+    FakeSystemd(monkeypatch, etc / "ssh.service", [])
+    assert run(capsys, check=True, name="ssh.service")["overrides"][0]["keys"] == ["Service.ExecStartPre"]
+    # The package's file itself, loaded from where the package put it.
+    FakeSystemd(monkeypatch, lib / "ssh.service", [])
+    assert run(capsys, check=True, name="ssh.service")["changed"] is False
+
+
+def test_a_replaced_template_serves_every_instance_and_is_named_not_moved(tree, monkeypatch, capsys):
+    etc, _run, lib = tree
+    (lib / "unlock@.service").write_text("[Service]\nExecStop=/sbin/lock %i\n")
+    (etc / "unlock@.service").write_text("[Service]\nExecStop=/bin/true\n")
+    FakeSystemd(monkeypatch, etc / "unlock@.service", [])
+    out = run(capsys, name="unlock@vault.service")
+    assert out["failed"] is True and out["moved"] == []
+    assert f"{etc / 'unlock@.service'} also apply to other units, so they are not moved" in out["msg"]
+
+
+def test_continued_lines_are_one_value():
+    assert unit_dropins.parse_settings("[Service]\nExecStart=/bin/a \\\n  --flag=x\nExecStart=/bin/b\n") == {
+        "Service.ExecStart": ["/bin/a --flag=x", "/bin/b"]}

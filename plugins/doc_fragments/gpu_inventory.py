@@ -27,7 +27,9 @@ options:
     description:
       - When V(false), a region that cannot be listed is left out with a warning that names
         the region and the error, and the other regions' hosts are listed.
-      - When V(true), any failed region fails the inventory.
+      - When V(true), any failed region fails the inventory, and so does a region whose total
+        count (Tencent's C(TotalCount), Huawei's C(count)) is lower than the instances its pages
+        held, which is otherwise a warning with every instance kept.
       - Either way, the inventory fails when every region failed, and a run with a failed
         region never writes the cache.
     type: bool
@@ -93,7 +95,8 @@ notes:
     C(gpufleet_public_ip), C(gpufleet_gpu) (a dict of C(model), C(count) and C(memory_mib),
     the memory of one GPU), C(gpufleet_spot), C(gpufleet_charge_type)
     (C(on_demand), C(subscription), C(spot), C(dedicated_host) or C(unknown)),
-    C(gpufleet_tags) and C(gpufleet_rdma) (C(efa), C(erdma), C(roce), C(ib) or C(none)).
+    C(gpufleet_tags) and C(gpufleet_rdma) (C(efa), C(erdma), C(roce), C(ib), C(none), or C(unknown) when the
+    instance type, which says it, could not be looked up).
   - GPU models are normalised to their short names (C(A100), C(H100), C(H20), C(L40S), C(A10),
     C(T4), C(V100) ...) from whatever the cloud reports.
   - "Fixed groups: C(cloud_<provider>), C(region_<region>) and C(gpu_<model>), in lower case with

@@ -111,13 +111,17 @@ class RegionFailure:
 
 class RegionWarning:
     """Something the inventory must say about a region it did list: an
-    instance type it could not look up, instances kept with unknown data."""
+    instance type it could not look up, instances kept with unknown data.
+    A ``strict`` one says the region's answer contradicts itself (a total
+    count below the instances its pages held): with strict_regions it fails
+    the region's listing as a region failure would."""
 
-    __slots__ = ("region", "message")
+    __slots__ = ("region", "message", "strict")
 
-    def __init__(self, region, message):
+    def __init__(self, region, message, strict=False):
         self.region = region
         self.message = message
+        self.strict = strict
 
     def __repr__(self):
         return "RegionWarning(%r, %r)" % (self.region, self.message)
@@ -369,10 +373,14 @@ class Adapter:
         found.update(self._lookup_types(client, region, names[half:]))
         return found
 
-    def warn(self, region, message):
+    def warn(self, region, message, strict=False):
         """Note something the inventory must say about ``region``."""
         with self._lock:
-            self.warnings.append(RegionWarning(region, message))
+            self.warnings.append(RegionWarning(region, message, strict))
+
+    def count_warning(self, region):
+        """What a paging helper calls with a total count that was too low."""
+        return lambda message: self.warn(region, message, strict=True)
 
     def call(self, function, *args, **kwargs):
         """One API call, retried with backoff while it is throttled."""

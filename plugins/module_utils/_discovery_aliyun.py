@@ -11,7 +11,8 @@ Private to gpufleet.cloud; see _discovery.py for the shared flow.
   eRDMA interface count (EriQuantity).
 - RDMA: an instance with RDMA addresses (RdmaIpAddress: the SCC and
   ebmgn*ex families, RoCE) is "roce"; a type with eRDMA interfaces is
-  "erdma"; otherwise "none".
+  "erdma"; one whose type could not be looked up is "unknown"; otherwise
+  "none".
 - Throttling: error codes starting with "Throttling", and the SDK's own
   ThrottlingException (HTTP 429 with a retry hint).
 """
@@ -155,7 +156,9 @@ class AliyunAdapter(Adapter):
 
 
 def record_from_instance(region, inst, type_info=None):
-    """A record from one DescribeInstances instance model."""
+    """A record from one DescribeInstances instance model; ``type_info``
+    None: the type could not be looked up."""
+    looked_up = type_info is not None
     type_info = type_info or {}
     vpc = inst.vpc_attributes
     private_ip = gr.first(vpc.private_ip_address.ip_address if vpc and vpc.private_ip_address else None)
@@ -171,6 +174,9 @@ def record_from_instance(region, inst, type_info=None):
         charge = _CHARGE.get(inst.instance_charge_type, "unknown")
     if inst.rdma_ip_address and gr.first(inst.rdma_ip_address.ip_address):
         rdma = "roce"
+    elif not looked_up:
+        # eRDMA is the type's; without the type, not known.
+        rdma = "unknown"
     elif type_info.get("erdma"):
         rdma = "erdma"
     else:

@@ -181,12 +181,24 @@ class AwsAdapter(Adapter):
         return ((getattr(exc, "response", None) or {}).get("Error") or {}).get("Message") or str(exc)
 
 
+def gpu_share(gpu):
+    """One GpuDeviceInfo's GPUs: its Count, or for a partitioned type (a
+    GpuPartitionSize below 1: g6f, gr6f) its LogicalGpuCount devices times
+    the share of a GPU each is (1 x 0.125 = 0.125); None when it does not
+    say. A partitioned type's Count is 0, which is not "no GPU"."""
+    part = gpu.get("GpuPartitionSize")
+    if part is not None and 0 < float(part) < 1:
+        logical = gpu.get("LogicalGpuCount")
+        return None if logical is None else round(float(logical) * float(part), 4)
+    return gpu.get("Count")
+
+
 def type_info(item):
     """GPU and RDMA facts from one DescribeInstanceTypes entry."""
     gpus = (item.get("GpuInfo") or {}).get("Gpus") or []
     efa = (item.get("NetworkInfo") or {}).get("EfaSupported")
     rdma = "efa" if efa else "none"
-    if "GpuInfo" in item and (not gpus or any(g.get("Count") is None for g in gpus)):
+    if "GpuInfo" in item and (not gpus or any(gpu_share(g) is None for g in gpus)):
         # A type without GPUs has no GpuInfo at all; GpuInfo without its
         # GPUs or their counts is GPU data missing, not "no GPU".
         return {"rdma": rdma, "gpu_unknown": True}
@@ -194,7 +206,7 @@ def type_info(item):
         return {"rdma": rdma}
     return {
         "model": gpus[0].get("Name"),
-        "count": sum(g["Count"] for g in gpus),
+        "count": sum(gpu_share(g) for g in gpus),
         "memory_mib": gr.mib((gpus[0].get("MemoryInfo") or {}).get("SizeInMiB")),
         "rdma": rdma,
     }
@@ -235,5 +247,6 @@ def record_from_instance(region, inst, type_info=None):
         gpu_source=gpu_source,
         charge_type=charge,
         tags=tags,
-        rdma=type_info.get("rdma", "none"),
+        # EFA support is the type's: without the type, not known.
+        rdma=type_info.get("rdma", "unknown"),
     )

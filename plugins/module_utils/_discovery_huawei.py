@@ -135,7 +135,7 @@ class HuaweiAdapter(Adapter):
         def fetch(page, limit):
             response = self.call(client.list_servers_details, ListServersDetailsRequest(limit=limit, offset=page))
             return require(response.servers, "ListServersDetails", "servers"), response.count
-        return by_page_number(fetch, self.settings.page_size or PAGE_SIZE)
+        return by_page_number(fetch, self.settings.page_size or PAGE_SIZE, warn=self.count_warning(region))
 
     def instance_type_of(self, raw):
         return raw.flavor.id if raw.flavor else None
@@ -149,7 +149,16 @@ class HuaweiAdapter(Adapter):
         return record_from_server(region, raw, type_info)
 
     def is_throttled(self, exc):
-        return str(getattr(exc, "error_code", "")) in THROTTLE_CODES or getattr(exc, "status_code", None) == 429
+        # The SDK's project id lookup (IAM, in build()) raises a plain
+        # SdkException from within its handler of the refused answer: the
+        # throttled answer is that exception's context.
+        for _depth in range(4):
+            if exc is None:
+                return False
+            if str(getattr(exc, "error_code", "")) in THROTTLE_CODES or getattr(exc, "status_code", None) == 429:
+                return True
+            exc = exc.__cause__ or exc.__context__
+        return False
 
     def is_rejected(self, exc):
         # 401 is the gateway's "not authenticated" whatever code it carries.
@@ -239,5 +248,6 @@ def record_from_server(region, server, type_info=None):
         gpu_source=gpu_source,
         charge_type=_CHARGE.get(str((server.metadata or {}).get("charging_mode")), "unknown"),
         tags=tags,
-        rdma=type_info.get("rdma", "none"),
+        # RDMA is the flavor's: without the flavor, not known.
+        rdma=type_info.get("rdma", "unknown"),
     )

@@ -107,7 +107,7 @@ class TencentAdapter(Adapter):
             response = self.call(client.DescribeInstances, request)
             return require(response.InstanceSet, "DescribeInstances", "InstanceSet"), \
                 require(response.TotalCount, "DescribeInstances", "TotalCount")
-        return by_offset(fetch, self.settings.page_size or PAGE_SIZE)
+        return by_offset(fetch, self.settings.page_size or PAGE_SIZE, warn=self.count_warning(region))
 
     def instance_type_of(self, raw):
         # GPUInfo is only returned for GPU instances; only those need the

@@ -56,7 +56,8 @@ DEFAULT_STATES = tuple(s for s in STATES if s not in ("terminating", "terminated
 GPU_SOURCES = ("api", "catalogue", "unknown")
 
 CHARGE_TYPES = ("on_demand", "subscription", "spot", "dedicated_host", "unknown")
-RDMA_KINDS = ("efa", "erdma", "roce", "ib", "none")
+# "unknown": the data that says it (the instance type's) could not be read.
+RDMA_KINDS = ("efa", "erdma", "roce", "ib", "none", "unknown")
 
 _STATE_MAPS = {
     "aws": {

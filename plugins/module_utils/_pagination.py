@@ -39,27 +39,33 @@ def by_token(fetch):
     raise PaginationError("more than %d pages" % MAX_PAGES)
 
 
-def by_offset(fetch, limit):
+def by_offset(fetch, limit, warn=None):
     """Offset/Limit paging where the offset counts items (Tencent CVM).
 
     ``fetch(offset, limit)`` returns ``(items, total_count)``. Paging stops
-    at a short page or once ``total_count`` items have been seen.
+    at a short page (an empty one included); ``total_count`` is checked,
+    never obeyed (see ``_counted``).
     """
-    return _counted(fetch, limit, first=0, advance=lambda offset, got: offset + got)
+    return _counted(fetch, limit, first=0, advance=lambda offset, got: offset + got, warn=warn)
 
 
-def by_page_number(fetch, limit):
+def by_page_number(fetch, limit, warn=None):
     """Pages numbered from 1, with ``offset`` meaning the page (Huawei ECS).
 
-    ``fetch(page, limit)`` returns ``(items, total_count)``; a short page or
-    ``total_count`` reached ends it.
+    ``fetch(page, limit)`` returns ``(items, total_count)``; a short page
+    ends it, as for ``by_offset``.
     """
-    return _counted(fetch, limit, first=1, advance=lambda page, got: page + 1)
+    return _counted(fetch, limit, first=1, advance=lambda page, got: page + 1, warn=warn)
 
 
-def _counted(fetch, limit, first, advance):
+def _counted(fetch, limit, first, advance, warn=None):
+    """The pages, until one holds fewer than ``limit`` items: a full page
+    may have more after it, whatever the total says. A total lower than
+    what the pages held loses nothing: ``warn(message)`` is called once the
+    listing ended (the caller names the region); one higher is an error."""
     marker = first
     seen = 0
+    total = None
     for number in range(1, MAX_PAGES + 1):
         items, total = fetch(marker, limit)
         items = list(items or ())
@@ -72,7 +78,10 @@ def _counted(fetch, limit, first, advance):
             raise PaginationError("page %d held %d instance(s) of up to %d, but the total count is %d and only %d "
                                   "were listed: the listing ended short" % (number, len(items), limit, total, seen))
         yield items
-        if short or (total is not None and seen >= total):
+        if short:
+            if total is not None and seen > total and warn is not None:
+                warn("the listing's total count said %d instance(s), but its %d page(s) held %d: every one is "
+                     "kept (a total is a hint, the pages are the data)" % (total, number, seen))
             return
         marker = advance(marker, len(items))
     raise PaginationError("more than %d pages" % MAX_PAGES)

@@ -82,7 +82,11 @@ options:
     type: int
     default: 4
   strict_regions:
-    description: Fail when any region fails, instead of warning and listing the others.
+    description:
+      - Fail when any region fails, instead of warning and listing the others.
+      - Fail too when a region's total count (Tencent's C(TotalCount), Huawei's C(count)) is
+        lower than the instances its pages held, which is otherwise a warning with every
+        instance kept.
     type: bool
     default: false
   filters:
@@ -304,7 +308,10 @@ def main():
         module.fail_json(msg=str(exc))
 
     for warning in result.warnings:
-        module.warn("region %s: %s" % (warning.region, warning.message))
+        message = "region %s: %s" % (warning.region, warning.message)
+        if warning.strict and params["strict_regions"]:
+            module.fail_json(msg=message + " (strict_regions is on)")
+        module.warn(message)
     failed = [{"region": f.region, "error": f.error} for f in result.failures]
     for failure in failed:
         message = "region %s failed: %s" % (failure["region"], failure["error"])

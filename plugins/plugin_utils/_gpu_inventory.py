@@ -199,7 +199,10 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
             raise OneLineError("%s: %s" % (self.NAME, exc)) from None
 
         for warning in result.warnings:
-            display.warning("%s: region %s: %s" % (self.NAME, warning.region, warning.message))
+            message = "%s: region %s: %s" % (self.NAME, warning.region, warning.message)
+            if warning.strict and self.get_option("strict_regions"):
+                raise OneLineError(message + " (strict_regions is on)")
+            display.warning(message)
         for failure in result.failures:
             message = "%s: region %s failed: %s" % (self.NAME, failure.region, failure.error)
             if self.get_option("strict_regions"):

@@ -104,7 +104,7 @@ class HuaweiEmulator(Emulator):
                 return _error(400, "Ecs.0005", "Invalid limit: must be between 1 and 1000.")
             everything = self.instances.get(region, [])
             start = (page - 1) * limit
-            return Response(200, {"count": len(everything),
+            return Response(200, {"count": len(everything) + self.faults.total_skew.get(region, 0),
                                   "servers": [_server(s, (region, action) in self.faults.gpu_fields_missing)
                                               for s in everything[start:start + limit]]})
         return _error(404, "APIGW.0101", "The API does not exist or has not been published in the environment.")

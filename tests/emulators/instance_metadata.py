@@ -86,14 +86,16 @@ class Handler(kms_common.Handler):
     metadata: Metadata
 
     def _send(self, status: int, body: str, content_type: str = "text/plain") -> None:
+        # Recorded before the answer goes out: once the client has it, a
+        # test that reads ``calls`` must find it, however the threads ran.
+        with self.metadata.lock:
+            self.metadata.calls.append((self.command, self.path, status))
         data = body.encode()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-        with self.metadata.lock:
-            self.metadata.calls.append((self.command, self.path, status))
 
     def do_PUT(self):  # noqa: N802 - the stdlib's name
         meta = self.metadata

@@ -68,7 +68,7 @@ class TencentEmulator(Emulator):
             everything = self.instances.get(region, [])
             if params.get("InstanceIds"):
                 everything = [i for i in everything if i["instance_id"] in params["InstanceIds"]]
-            return _ok({"TotalCount": len(everything),
+            return _ok({"TotalCount": len(everything) + self.faults.total_skew.get(region, 0),
                         "InstanceSet": [_instance(i, (region, action) in self.faults.gpu_fields_missing)
                                         for i in everything[offset:offset + limit]]})
         if action == "StopInstances":

@@ -97,6 +97,10 @@ class Faults:
         # (stop() sets it): a region that hangs, for timeout tests that wait
         # on a condition instead of a fixed latency.
         self.hung_regions = set()
+        # region -> what to add to the total count a counted listing
+        # reports (Tencent's TotalCount, Huawei's count): a count that lies
+        # low (negative) or high, while the pages hold every instance.
+        self.total_skew = {}
         self.release = threading.Event()
         # None, or how every request's credentials are refused, whatever
         # the region: "unknown_key" (the key id does not exist) or

@@ -16,6 +16,7 @@ import socket
 from pathlib import Path
 
 import pytest
+from ansible.errors import AnsibleError
 from ansible.plugins.loader import init_plugin_loader
 
 from tests.emulators import fleet
@@ -144,6 +145,18 @@ def start_emulator():
 
 
 PLUGINS = {"aliyun": "aliyun_ecs", "tencent": "tencent_cvm", "huawei": "huawei_ecs", "aws": "aws_ec2"}
+
+
+def inventory_or_refusal(run_inventory, config, strict):
+    """Without strict_regions, (the inventory, None); with it, the plugin
+    must refuse: (None, its error's message)."""
+    if not strict:
+        return run_inventory(config), None
+    with pytest.raises(AnsibleError) as info:
+        run_inventory(config)
+    message = str(info.value)
+    assert "strict_regions is on" in message
+    return None, message
 
 
 def plugin_config(cloud, emulator, **options):

@@ -100,7 +100,8 @@ def test_proc_path_swaps_dots_and_slashes(name, path):
 
 
 def test_file_values_read_as_sysctl_reads_them():
-    text = "# c\n; c\nvm.swappiness=1\n-net.core.somaxconn = 1024\nvm.swappiness = 5\nnet.ipv4.tcp_rmem = 4096\t87380  6291456\n"
+    text = ("# c\n; c\nvm.swappiness=1\n-net.core.somaxconn = 1024\nvm.swappiness = 5\n"
+            "net.ipv4.tcp_rmem = 4096\t87380  6291456\n")
     assert sysctl.file_value(text, "vm.swappiness") == "5"
     assert sysctl.file_value(text, "net.core.somaxconn") == "1024"
     assert sysctl.file_value(text, "net.ipv4.tcp_rmem") == "4096 87380 6291456"

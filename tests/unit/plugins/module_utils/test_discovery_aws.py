@@ -54,3 +54,25 @@ def test_gpu_info_without_its_gpus_or_counts_is_unknown_not_none():
         assert record["gpu"]["count"] is None and record["gpu_source"] == "unknown"
     # No GpuInfo at all is EC2's "no GPU".
     assert type_info({"InstanceType": "m5.large"}) == {"rdma": "none"}
+
+
+# A fractional-GPU type as DescribeInstanceTypes gives it (GpuDeviceInfo's
+# gpuPartitionSize and logicalGpuCount): an eighth of an L4, Count 0.
+G6F = {"InstanceType": "g6f.large", "GpuInfo": {"Gpus": [
+    {"Name": "L4", "Manufacturer": "NVIDIA", "Count": 0, "GpuPartitionSize": 0.125, "LogicalGpuCount": 1,
+     "MemoryInfo": {"SizeInMiB": 2861}}], "TotalGpuMemoryInMiB": 2861}}
+
+
+def test_a_partitioned_gpu_is_the_share_it_is_never_no_gpu():
+    assert type_info(G6F) == {"model": "L4", "count": 0.125, "memory_mib": 2861, "rdma": "none"}
+    record = record_from_instance("us-east-1", instance(InstanceType="g6f.large"), type_info(G6F))
+    assert record["gpu"]["count"] == 0.125 and record["gpu_source"] == "api"
+    # Whole GPUs with a partition size of 1 are whole GPUs.
+    whole = {"InstanceType": "g6.xlarge", "GpuInfo": {"Gpus": [
+        {"Name": "L4", "Count": 1, "GpuPartitionSize": 1.0, "LogicalGpuCount": 1, "MemoryInfo": {"SizeInMiB": 22888}}]}}
+    assert type_info(whole)["count"] == 1
+
+
+def test_a_partition_without_its_device_count_is_unknown():
+    gpus = [dict(G6F["GpuInfo"]["Gpus"][0], LogicalGpuCount=None)]
+    assert type_info({"InstanceType": "g6f.large", "GpuInfo": {"Gpus": gpus}}) == {"rdma": "none", "gpu_unknown": True}

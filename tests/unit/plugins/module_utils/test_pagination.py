@@ -38,14 +38,28 @@ def test_offset_paging_counts_items():
     assert asked == [(0, 10), (10, 10), (20, 10)]
 
 
-def test_offset_paging_stops_at_total_count_on_a_full_last_page():
-    asked = []
+def test_a_full_last_page_is_followed_by_one_more_call_whatever_the_total():
+    asked, said = [], []
 
     def fetch(offset, limit):
         asked.append(offset)
-        return ITEMS[offset:offset + limit], 20
-    assert len(sum(pg.by_offset(fetch, 10), [])) == 20
-    assert asked == [0, 10]
+        return ITEMS[:20][offset:offset + limit], 20
+    assert len(sum(pg.by_offset(fetch, 10, warn=said.append), [])) == 20
+    # A full page may have more after it: the empty one ends the listing.
+    assert asked == [0, 10, 20] and said == []
+
+
+@pytest.mark.parametrize("scheme", [pg.by_offset, pg.by_page_number])
+@pytest.mark.parametrize("total", [0, 5, 10, 22])
+def test_a_total_lower_than_the_pages_hold_loses_nothing_and_is_said(scheme, total):
+    said = []
+
+    def fetch(marker, limit):
+        start = marker if scheme is pg.by_offset else (marker - 1) * limit
+        return ITEMS[start:start + limit], total
+    assert sum(scheme(fetch, 10, warn=said.append), []) == ITEMS
+    assert said == ["the listing's total count said %d instance(s), but its 3 page(s) held 23: every one is kept "
+                    "(a total is a hint, the pages are the data)" % total]
 
 
 def test_page_number_paging_counts_pages_from_one():

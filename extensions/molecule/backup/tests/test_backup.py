@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from conftest import assert_dropin_moved_aside, assert_file, assert_package, assert_unit_running
 
+from tests.support.waiting import wait_for
+
 PROM = "/var/lib/prometheus/node-exporter/gpufleet_backup.prom"
 RESTIC = "set -a; . /etc/gpufleet/backup/restic.env; set +a; restic --no-cache"
 
@@ -45,6 +47,25 @@ def test_timer_period_meets_the_rpo(host):
     assert "TimeoutStartSec=240" in host.file("/etc/systemd/system/gpufleet-backup.service").content_string
 
 
+def _no_run_pending(host):
+    return (host.run("systemctl is-active gpufleet-backup.service").stdout.strip() != "activating"
+            and not host.run("systemctl list-jobs --no-legend gpufleet-backup.service").stdout.strip())
+
+
+@pytest.fixture(scope="module")
+def timer_held(host):
+    """The backup timer stopped, and no run it started still going, while a
+    test starts runs by hand. The timer's first run comes 60 s after boot,
+    which on a busy machine falls inside this verify: a hand-started start
+    then joins a run begun before the test moved a marker, and the test
+    would judge a run it did not make."""
+    host.run("systemctl stop gpufleet-backup.timer")
+    wait_for(lambda: _no_run_pending(host), "a timer-started gpufleet-backup.service to end", seconds=240)
+    yield
+    host.run("systemctl start gpufleet-backup.timer")
+
+
+@pytest.mark.usefixtures("timer_held")
 def test_a_run_backs_up_complete_checkpoints_and_writes_metrics(host):
     assert host.run("systemctl start gpufleet-backup.service").rc == 0
     values = metrics(host)
@@ -57,6 +78,7 @@ def test_a_run_backs_up_complete_checkpoints_and_writes_metrics(host):
     assert "optimizer.partial" not in files
 
 
+@pytest.mark.usefixtures("timer_held")
 def test_a_failing_pre_hook_skips_the_run(host):
     before = metrics(host)["gpufleet_backup_last_success_timestamp_seconds"]
     host.run("mv /srv/checkpoints/COMPLETE /srv/checkpoints/COMPLETE.off")
@@ -70,6 +92,7 @@ def test_a_failing_pre_hook_skips_the_run(host):
         host.run("systemctl reset-failed gpufleet-backup.service")
 
 
+@pytest.mark.usefixtures("timer_held")
 def test_check_with_test_restore_and_prune(host):
     assert host.run("systemctl start gpufleet-backup-check.service").rc == 0
     assert metrics(host)["gpufleet_backup_check_last_success_timestamp_seconds"] > 0

@@ -100,7 +100,9 @@ notes:
   - GPU models are normalised to their short names (C(A100), C(H100), C(H20), C(L40S), C(A10),
     C(T4), C(V100) ...) from whatever the cloud reports.
   - "Fixed groups: C(cloud_<provider>), C(region_<region>) and C(gpu_<model>), in lower case with
-    C(-) turned into C(_) (C(region_cn_hangzhou), C(gpu_a100)), and C(spot)."
+    C(-) turned into C(_) (C(region_cn_hangzhou), C(gpu_a100)), C(spot), C(gpu_unknown) (GPU data not
+    known), and C(gpu_share): a share of GPUs rather than whole ones, a vGPU slice or a partition, whose
+    C(gpufleet_gpu.count) is the float it is (C(0.25)), never rounded to 0 or 1."
   - Group names from O(keyed_groups) and O(groups) are always made valid - characters Ansible rejects
     in a group name (spaces, dots, colons in tags) become C(_), whatever C(TRANSFORM_INVALID_GROUP_CHARS)
     says. C(gpufleet_tags) keeps the tags exactly as the API gives them.

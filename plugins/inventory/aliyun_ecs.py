@@ -15,6 +15,14 @@ description:
     DescribeInstanceTypes), spot and charge type, and RDMA (eRDMA or RoCE), as the same
     C(gpufleet_*) variables the other gpufleet.cloud inventory plugins give.
   - The configuration file name must end with C(aliyun_ecs.yml) or C(aliyun_ecs.yaml).
+notes:
+  - "Charge type: C(SpotStrategy) C(SpotAsPriceGo) or C(SpotWithPriceLimit) is C(spot); otherwise
+    C(InstanceChargeType) C(PrePaid) is C(subscription) and C(PostPaid) is C(on_demand); any other value is
+    C(unknown), named in a warning."
+  - "GPU shapes: C(GPUAmount) whole GPUs of the C(GPUSpec) model. A vGPU type says its slice in C(GPUSpec)
+    (C(NVIDIA A10 * 1/6)): C(gpufleet_gpu.count) is the slice times C(GPUAmount), at least one slice
+    (C(0.1667)), and the host is in the group C(gpu_share). C(GPUAmount) missing is GPU data missing:
+    the type's, the catalogue's, or C(unknown)."
 requirements:
   - alibabacloud_ecs20140526
 extends_documentation_fragment:

@@ -15,6 +15,14 @@ description:
     spot and charge type, and EFA - as the same C(gpufleet_*) variables the other gpufleet.cloud
     inventory plugins give.
   - The configuration file name must end with C(aws_ec2.yml) or C(aws_ec2.yaml).
+notes:
+  - "Charge type, from C(InstanceLifecycle): C(spot) and C(interruptible-capacity-reservation) (reclaimed
+    with the same 2-minute notice) are C(spot); C(capacity-block) and C(scheduled) are C(subscription); none
+    is C(on_demand), or C(dedicated_host) on C(host) tenancy; any other lifecycle is C(unknown), named in a
+    warning."
+  - "GPU shapes: the type's C(GpuInfo) C(Count) whole GPUs. A partitioned type (g6f, gr6f: C(Count) 0,
+    C(GpuPartitionSize) below 1) is C(LogicalGpuCount) times the partition (C(0.125) of an L4), in the
+    group C(gpu_share); a partition without C(LogicalGpuCount), or C(GpuInfo) without counts, is C(unknown)."
 requirements:
   - boto3
 extends_documentation_fragment:

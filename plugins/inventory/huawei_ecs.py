@@ -17,6 +17,13 @@ description:
   - Regions are IAM projects; with O(regions) empty they are discovered through IAM
     (huaweicloudsdkiam), and each region's project ID is looked up by the SDK.
   - The configuration file name must end with C(huawei_ecs.yml) or C(huawei_ecs.yaml).
+notes:
+  - "Charge type, from the server's C(metadata.charging_mode): C(0) is C(on_demand), C(1) C(subscription),
+    C(2) C(spot); any other value, or none, is C(unknown), named in a warning."
+  - "GPU shapes: the server's C(flavor.gpus), else the flavor's C(info:gpus), PCI alias or
+    C(pci_passthrough:gpu_specs). A vGPU flavor's C(gpu_specs) name a profile (C(m60_1q:virt:1), 1 GiB of
+    an M60's 8): C(gpufleet_gpu.count) is its share of one GPU (C(0.125)), in the group C(gpu_share), and
+    C(unknown) where the board's frame buffer is not in the catalogue (M60, T4 and A10 are)."
 requirements:
   - huaweicloudsdkecs
   - huaweicloudsdkiam

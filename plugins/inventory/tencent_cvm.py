@@ -15,6 +15,13 @@ description:
     DescribeInstanceTypeConfigs), spot and charge type, and RDMA (RoCE on HCC instances), as
     the same C(gpufleet_*) variables the other gpufleet.cloud inventory plugins give.
   - The configuration file name must end with C(tencent_cvm.yml) or C(tencent_cvm.yaml).
+notes:
+  - "Charge type, from C(InstanceChargeType): C(PREPAID) is C(subscription), C(POSTPAID_BY_HOUR)
+    C(on_demand), C(SPOTPAID) C(spot), C(CDHPAID) and C(CDCPAID) C(dedicated_host); any other value is
+    C(unknown), named in a warning."
+  - "GPU shapes: C(GPUInfo.GPUCount) as Tencent gives it, a fraction for a vGPU slice (C(0.25) of an A10),
+    in the group C(gpu_share); a null C(GPUCount) is GPU data missing: the type config's, the catalogue's,
+    or C(unknown)."
 requirements:
   - tencentcloud-sdk-python-cvm
 extends_documentation_fragment:

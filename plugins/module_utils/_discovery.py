@@ -316,6 +316,11 @@ class Adapter:
             if unknown:
                 self.warn(region, "no GPU data for %d instance(s) (%s): kept with GPU model and count unknown, "
                                   "in the group gpu_unknown" % (len(unknown), ", ".join(unknown)))
+            unpriced = sorted({r["instance_id"] for r in page_records if r["charge_type"] == "unknown"})
+            if unpriced:
+                self.warn(region, "no known charge type for %d instance(s) (%s): their billing value is not one "
+                                  "this plugin maps, so gpufleet_charge_type is unknown and gpufleet_spot false"
+                          % (len(unpriced), ", ".join(unpriced)))
             records.extend(page_records)
         return records
 

@@ -8,7 +8,9 @@ Private to gpufleet.cloud; see _discovery.py for the shared flow.
 - Instances: DescribeInstances, NextToken paging, 100 a page.
 - GPU data: the instance's own GPUSpec and GPUAmount; DescribeInstanceTypes
   (10 types a call) adds the memory of one GPU (GPUMemorySize, GiB) and the
-  eRDMA interface count (EriQuantity).
+  eRDMA interface count (EriQuantity). A vGPU type says its slice in
+  GPUSpec ("NVIDIA A10 * 1/6"), while the SDK types GPUAmount as a whole
+  number: the count is the slice times GPUAmount (at least one).
 - RDMA: an instance with RDMA addresses (RdmaIpAddress: the SCC and
   ebmgn*ex families, RoCE) is "roce"; a type with eRDMA interfaces is
   "erdma"; one whose type could not be looked up is "unknown"; otherwise
@@ -131,7 +133,8 @@ class AliyunAdapter(Adapter):
     def instance_type_of(self, raw):
         # Only GPU instances need the type's GPU memory and eRDMA count, and
         # instances whose GPUAmount is missing its GPU data.
-        return raw.instance_type if raw.gpuamount is None or gr.gpu_count(raw.gpuamount) else None
+        wanted = raw.gpuamount is None or gr.gpu_count(raw.gpuamount) or gr.slice_of(raw.gpuspec)
+        return raw.instance_type if wanted else None
 
     def lookup_types(self, client, region, names):
         found = {}
@@ -141,7 +144,7 @@ class AliyunAdapter(Adapter):
             for item in (body.instance_types.instance_type if body.instance_types else None) or ():
                 found[item.instance_type_id] = {
                     "model": item.gpuspec,
-                    "count": item.gpuamount,
+                    "count": gpus(item.gpuspec, item.gpuamount),
                     "memory_mib": gr.mib(item.gpumemory_size, "GiB"),
                     "erdma": bool(item.eri_quantity),
                 }
@@ -153,6 +156,17 @@ class AliyunAdapter(Adapter):
     def is_throttled(self, exc):
         code = str(getattr(exc, "code", "") or "")
         return code.startswith("Throttling") or type(exc).__name__ == "ThrottlingException"
+
+
+def gpus(spec, amount):
+    """The GPUs a GPUSpec and GPUAmount say: GPUAmount, or for a vGPU type
+    ("NVIDIA A10 * 1/6") its slice times GPUAmount, at least one slice
+    (a GPUAmount of 0 or none beside a slice is the SDK's integer, not
+    "no GPU"). None when neither says."""
+    share = gr.slice_of(spec)
+    if share is None:
+        return amount
+    return round(share * max(gr.gpu_count(amount), 1), 4)
 
 
 def record_from_instance(region, inst, type_info=None):
@@ -185,8 +199,9 @@ def record_from_instance(region, inst, type_info=None):
     # GPUAmount missing or null is GPU data missing: the type's, if its
     # lookup had them, else unknown (never 0, which is "no GPU").
     gpu_source = "api"
-    if inst.gpuamount is not None:
-        gpu = gr.gpu_info(inst.gpuspec or type_info.get("model"), inst.gpuamount, type_info.get("memory_mib"))
+    count = gpus(inst.gpuspec or type_info.get("model"), inst.gpuamount)
+    if count is not None:
+        gpu = gr.gpu_info(inst.gpuspec or type_info.get("model"), count, type_info.get("memory_mib"))
     elif type_info.get("count") is not None:
         gpu = gr.gpu_info(type_info.get("model"), type_info["count"], type_info.get("memory_mib"))
     else:

@@ -181,6 +181,19 @@ class AwsAdapter(Adapter):
         return ((getattr(exc, "response", None) or {}).get("Error") or {}).get("Message") or str(exc)
 
 
+# EC2's InstanceLifecycle (absent: on demand, or a dedicated host by its
+# tenancy). An interruptible Capacity Reservation's instances are reclaimed
+# with the 2-minute notice spot instances get, so they are spot here: the
+# guard watches for that notice. A Capacity Block and a Scheduled Instance
+# are capacity bought ahead for a term.
+LIFECYCLE_CHARGE = {
+    "spot": "spot",
+    "interruptible-capacity-reservation": "spot",
+    "capacity-block": "subscription",
+    "scheduled": "subscription",
+}
+
+
 def gpu_share(gpu):
     """One GpuDeviceInfo's GPUs: its Count, or for a partitioned type (a
     GpuPartitionSize below 1: g6f, gr6f) its LogicalGpuCount devices times
@@ -225,10 +238,9 @@ def record_from_instance(region, inst, type_info=None):
     tags = gr.tags_from_pairs(inst.get("Tags"))
     placement = inst.get("Placement") or {}
     lifecycle = inst.get("InstanceLifecycle")
-    if lifecycle == "spot":
-        charge = "spot"
-    elif lifecycle == "capacity-block":
-        charge = "subscription"
+    if lifecycle:
+        # A lifecycle EC2 adds later is not known, never "on demand".
+        charge = LIFECYCLE_CHARGE.get(lifecycle, "unknown")
     elif placement.get("Tenancy") == "host":
         charge = "dedicated_host"
     else:

@@ -14,7 +14,10 @@ Private to gpufleet.cloud; see _discovery.py for the shared flow.
 - GPU data: the server's own flavor.gpus (name, count, memory_mb). ListFlavors
   (once a region) gives the flavor's extra specs: info:gpus or the PCI
   passthrough alias when a server's flavor carries no GPU list, and
-  info:features, which names the flavor's RDMA network (IB or RoCE).
+  info:features, which names the flavor's RDMA network (IB or RoCE). A
+  vGPU flavor's gpu_specs name a vGPU profile ("m60_1q:virt:1"): its
+  count is the profile's share of one GPU (1/8 of an M60), unknown where
+  the board's frame buffer is not in the catalogue.
 - Charge type: the server's metadata charging_mode (0 pay-per-use,
   1 yearly/monthly, 2 spot).
 - Throttling: HTTP 429 and the API gateway's APIGW.0308.
@@ -27,6 +30,7 @@ import logging
 import os
 import re
 
+from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_catalogue as cat
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
 from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import Adapter, require
 from ansible_collections.gpufleet.cloud.plugins.module_utils._pagination import by_page_number
@@ -57,6 +61,8 @@ _CHARGE = {"0": "on_demand", "1": "subscription", "2": "spot"}
 # internal "MOS" project are not regions.
 _REGION_PROJECT = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+$")
 _WORDS = re.compile(r"[a-z0-9]+")
+# A vGPU profile in a flavor's gpu_specs: board, frame buffer GiB, series.
+_VGPU_PROFILE = re.compile(r"^([a-z0-9]+)[_-](\d+)[a-z]$", re.IGNORECASE)
 
 
 class HuaweiAdapter(Adapter):
@@ -179,7 +185,10 @@ def flavor_info(specs):
         for value, count_at in ((specs.pci_passthroughalias, 1), (specs.pci_passthroughgpu_specs, 2)):
             parts = (value or "").split(":")
             if len(parts) > count_at and parts[count_at].isdigit():
-                info.update(model=parts[0], count=int(parts[count_at]))
+                if count_at == 2 and parts[1] == "virt":
+                    info.update(_vgpus(parts[0], int(parts[2])))
+                else:
+                    info.update(model=parts[0], count=int(parts[count_at]))
                 break
         else:
             if specs.ecsperformancetype == "gpu" or str(specs.pci_passthroughenable_gpu).lower() == "true":
@@ -192,6 +201,18 @@ def flavor_info(specs):
     elif features & {"roce", "rdma"}:
         info["rdma"] = "roce"
     return info
+
+
+def _vgpus(profile, count):
+    """GPU facts of ``count`` vGPUs of a profile ("m60_1q": 1 GiB of an M60):
+    their share of one GPU, never a whole GPU each; unknown where the
+    profile or its board's frame buffer is not known."""
+    match = _VGPU_PROFILE.match(profile)
+    model = gr.normalize_gpu_model(match.group(1)) if match else None
+    share = cat.vgpu_share(model, int(match.group(2))) if match else None
+    if share is None:
+        return {"gpu_unknown": True}
+    return {"model": model, "count": round(count * share, 4), "memory_mib": int(match.group(2)) * 1024}
 
 
 def _json_list(text):

@@ -197,6 +197,28 @@ HUAWEI = {
 CATALOGUE = {"aws": AWS, "aliyun": ALIYUN, "tencent": TENCENT, "huawei": HUAWEI}
 
 
+# -- vGPU profiles --------------------------------------------------------------
+# A vGPU profile is named for its board and its frame buffer in GiB, with a
+# series letter: M60-1Q is 1 GiB of an M60 GPU. The frame buffer of one
+# whole physical GPU is that board's largest profile (M60-8Q, T4-16Q,
+# A10-24Q), per NVIDIA's Virtual GPU Software User Guide, "Virtual GPU
+# Types for Supported GPUs",
+# https://docs.nvidia.com/vgpu/latest/grid-vgpu-user-guide/index.html.
+# Huawei's G1 flavors name such a profile ("m60_1q:virt:1", the ECS API's
+# flavor extra specs, pci_passthrough:gpu_specs). A board not listed here
+# leaves a profile's share unknown.
+VGPU_WHOLE_GIB = {"M60": 8, "T4": 16, "A10": 24}
+
+
+def vgpu_share(model, profile_gib):
+    """The share of one GPU that a vGPU profile of ``profile_gib`` GiB on
+    ``model`` is, or None when the board's frame buffer is not known."""
+    whole = VGPU_WHOLE_GIB.get(model)
+    if not whole or not 0 < profile_gib <= whole:
+        return None
+    return profile_gib / whole
+
+
 def split_type(provider, instance_type):
     """(family, size) of an instance type name in ``provider``'s naming:
     p4d.24xlarge, ecs.gn7i-c8g1.2xlarge, GN7.2XLARGE32, pi2.2xlarge.4."""

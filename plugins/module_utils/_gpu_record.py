@@ -148,6 +148,27 @@ def normalize_state(provider, raw):
     return _STATE_MAPS[provider].get(str(raw), "unknown")
 
 
+# A vGPU slice at the end of a GPU name: Alibaba's vGPU types (sgn7i-vws,
+# vgn7i-vws, vgn6i-vws) say theirs in GPUSpec, "NVIDIA A10 * 1/6".
+_SLICE = re.compile(r"\*\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+def slice_of(name):
+    """The share of one GPU that a GPU name says it is ("NVIDIA A10 * 1/6":
+    1/6), or None when the name says no share below a whole GPU."""
+    match = _SLICE.search(str(name or ""))
+    if not match:
+        return None
+    part, whole = int(match.group(1)), int(match.group(2))
+    return part / whole if 0 < part < whole else None
+
+
+def is_share(count):
+    """Whether a GPU count is a share of GPUs, not a whole number of them
+    (0.125 of an L4, 1/6 of an A10): a partition or a vGPU slice."""
+    return isinstance(count, float) and not count.is_integer()
+
+
 def gpu_count(value):
     """A GPU count as int when whole, float for a vGPU slice (0.25), 0 if absent."""
     if value in (None, ""):

@@ -165,6 +165,8 @@ instances:
         - V(model) (normalised, like V(A100)), V(count) and V(memory_mib) of one GPU.
         - V(model) and V(count) are null when the GPU data is unknown (see RV(instances[].gpu_source)); a count
           of 0 means the instance type has no GPU.
+        - A share of a GPU (a vGPU slice, an EC2 partition) is a float count below 1 (V(0.25)), never rounded;
+          docs/inventory.md has what each cloud's API says and what it becomes.
       type: dict
     gpu_source:
       description: >-
@@ -175,13 +177,17 @@ instances:
       description: Whether this is a spot (preemptible) instance.
       type: bool
     charge_type:
-      description: V(on_demand), V(subscription), V(spot), V(dedicated_host) or V(unknown).
+      description:
+        - V(on_demand), V(subscription), V(spot), V(dedicated_host) or V(unknown).
+        - Each cloud's mapping is in the notes of its inventory plugin (C(ansible-doc -t inventory)); a value
+          none maps is V(unknown), and a warning names the instance.
       type: str
     tags:
       description: The instance's tags.
       type: dict
     rdma:
-      description: V(efa), V(erdma), V(roce), V(ib) or V(none).
+      description: V(efa), V(erdma), V(roce), V(ib), V(none), or V(unknown) when the instance type, which says it,
+        could not be looked up.
       type: str
   sample:
     - provider: aws

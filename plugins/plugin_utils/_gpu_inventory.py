@@ -301,6 +301,8 @@ class GpuInventoryBase(BaseInventoryPlugin, Constructable, Cacheable):
         groups = [group_name("cloud_", record["provider"]), group_name("region_", record["region"])]
         if record["gpu"]["model"]:
             groups.append(group_name("gpu_", record["gpu"]["model"]))
+        if gr.is_share(record["gpu"]["count"]):
+            groups.append("gpu_share")
         if gr.gpu_unknown(record):
             groups.append("gpu_unknown")
         if record["spot"]:

@@ -34,6 +34,9 @@ from gpufleet.lab._cloud._server import Emulator, Response, main, request_id
 
 # flavor -> what the server's flavor and ListFlavors report. p1 is an old
 # flavor whose servers carry no GPU list: its GPU comes from the PCI alias.
+# g1 is a vGPU flavor: its gpu_specs name an M60-1Q profile, 1 GiB of an
+# M60 (the form the ECS API reference gives for pci_passthrough:gpu_specs,
+# "m60_1q:virt:1").
 CATALOG = {
     "s6.large.2": {"gpus": [], "alias": None, "features": ""},
     "pi2.2xlarge.4": {"gpus": [("NVIDIA-T4", 1, 16384)], "alias": "nvidia-t4:1", "features": ""},
@@ -42,6 +45,7 @@ CATALOG = {
     "p3.2xlarge.8": {"gpus": [("NVIDIA-A100-80G", 1, 81920)], "alias": "nvidia-a100:1", "features": ""},
     "p3.16xlarge.8": {"gpus": [("NVIDIA-A100-80G", 8, 81920)], "alias": "nvidia-a100:8", "features": "ib,nvlink"},
     "pi5e.4xlarge.4": {"gpus": [("NVIDIA-L40S", 2, 49152)], "alias": "nvidia-l40s:2", "features": "roce"},
+    "g1.xlarge": {"gpus": None, "alias": None, "gpu_specs": "m60_1q:virt:1", "features": ""},
 }
 
 _STATES = {"pending": "BUILD", "running": "ACTIVE", "stopped": "SHUTOFF", "rebooting": "REBOOT",
@@ -157,7 +161,8 @@ def _gpus(name):
 
 def _flavor(name, hollow_gpus=False):
     spec = CATALOG[name]
-    extra = {"ecs:performancetype": "gpu" if spec["alias"] else "normal", "resource_type": "IOoptimized"}
+    gpu_flavor = spec["alias"] or spec.get("gpu_specs")
+    extra = {"ecs:performancetype": "gpu" if gpu_flavor else "normal", "resource_type": "IOoptimized"}
     # Faults.gpu_fields_missing: a GPU flavor (by its performance type)
     # without info:gpus and without the PCI alias's GPU list.
     gpus = None if hollow_gpus else _gpus(name)
@@ -166,6 +171,8 @@ def _flavor(name, hollow_gpus=False):
     if spec["alias"] and not hollow_gpus:
         extra["pci_passthrough:alias"] = spec["alias"]
         extra["pci_passthrough:enable_gpu"] = "true"
+    if spec.get("gpu_specs") and not hollow_gpus:
+        extra["pci_passthrough:gpu_specs"] = spec["gpu_specs"]
     if spec["features"]:
         extra["info:features"] = spec["features"]
     return {"id": name, "name": name, "vcpus": "8", "ram": 65536, "disk": "0", "swap": "",

@@ -56,6 +56,11 @@ CATALOG = {
                               "rdma": True},
     "ecs.gn8is-2x.8xlarge": {"family": "ecs.gn8is", "spec": "NVIDIA L20", "count": 2, "memory_gib": 48, "eri": 0},
     "ecs.gn8v-8x.48xlarge": {"family": "ecs.gn8v", "spec": "NVIDIA H20", "count": 8, "memory_gib": 96, "eri": 4},
+    # A vGPU type: a twelfth of an A10 (2 GiB of its 24), as Elastic GPU
+    # Service's vGPU-accelerated instance families page lists sgn7i-vws;
+    # its slice is in GPUSpec, and the SDK's GPUAmount is a whole number.
+    "ecs.sgn7i-vws-m2.xlarge": {"family": "ecs.sgn7i-vws", "spec": "NVIDIA A10 * 1/12", "count": 1,
+                                "memory_gib": 2, "eri": 0},
 }
 
 _STATES = {"pending": "Pending", "running": "Running", "stopping": "Stopping", "stopped": "Stopped"}

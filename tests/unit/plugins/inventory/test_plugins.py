@@ -10,6 +10,7 @@ from ansible.plugins.loader import inventory_loader
 from ansible_collections.gpufleet.cloud.plugins.module_utils._gpu_record import RECORD_KEYS
 from tests.emulators import fleet
 from tests.unit.plugins.conftest import CLOUDS, PLUGINS, plugin_config
+from tests.unit.plugins.module_utils.test_discovery_clouds import SHARES
 
 pytestmark = pytest.mark.parametrize("cloud", sorted(CLOUDS))
 
@@ -132,23 +133,27 @@ def test_gpu_fields_missing_keep_the_host_with_catalogue_or_unknown_gpus(
     assert any(ids[unlisted] in w and "unknown" in w for w in warnings), warnings
 
 
-def test_a_fractional_vgpu_is_a_gpu_host_with_its_share(cloud, start_emulator, run_inventory):
-    if cloud != "tencent":
-        pytest.skip("only Tencent sells vGPU slices as a GPUCount below 1")
+# A type with one whole GPU, beside each cloud's share.
+WHOLE = {"tencent": "GN7.2XLARGE32", "aliyun": "ecs.gn7i-c8g1.2xlarge", "huawei": "pi2.2xlarge.4", "aws": "g5.2xlarge"}
+
+
+def test_a_share_of_a_gpu_is_a_gpu_host_in_the_gpu_share_group(cloud, start_emulator, run_inventory):
     emulator = start_emulator(cloud)
     region = CLOUDS[cloud]["regions"][0]
-    [quarter] = emulator.seed([{"region": region, "instance_type": "GNV4.3XLARGE46"}])
+    instance_type, gpu = SHARES[cloud]
+    [share, whole] = emulator.seed([{"region": region, "instance_type": instance_type},
+                                    {"region": region, "instance_type": WHOLE[cloud]}])
     inventory = run_inventory(plugin_config(
         cloud, emulator, hostnames=["instance_id"],
         keyed_groups=[{"key": "gpufleet_gpu.count | string", "prefix": "gpus"}],
-        groups={"whole_gpus": "gpufleet_gpu.count is not none and gpufleet_gpu.count >= 1",
-                "gpu_share": "gpufleet_gpu.count is not none and 0 < gpufleet_gpu.count < 1"}))
-    host = inventory.get_host(quarter["instance_id"])
+        groups={"whole_gpus": "gpufleet_gpu.count is not none and gpufleet_gpu.count >= 1"}))
+    host = inventory.get_host(share["instance_id"])
     count = host.get_vars()["gpufleet_gpu"]["count"]
-    # Kept by gpu_only, as the number it is: a float 0.25, never int 0.
-    assert count == 0.25 and isinstance(count, float)
-    assert host in inventory.groups["gpu_a10"].get_hosts()
-    assert host in inventory.groups["gpu_share"].get_hosts()
-    assert "whole_gpus" not in inventory.groups or host not in inventory.groups["whole_gpus"].get_hosts()
-    keyed = [g for g in inventory.groups if g.startswith("gpus_")]
-    assert keyed == ["gpus_0_25"], keyed
+    # Kept by gpu_only, as the number it is: a float, never int 0 or 1.
+    assert count == gpu["count"] and isinstance(count, float)
+    assert host in inventory.groups["gpu_" + gpu["model"].lower()].get_hosts()
+    # The fixed group gpu_share holds the share and not the whole GPU.
+    assert [h.name for h in inventory.groups["gpu_share"].get_hosts()] == [share["instance_id"]]
+    assert [h.name for h in inventory.groups["whole_gpus"].get_hosts()] == [whole["instance_id"]]
+    keyed = sorted(g for g in inventory.groups if g.startswith("gpus_"))
+    assert "gpus_" + str(gpu["count"]).replace(".", "_") in keyed, keyed

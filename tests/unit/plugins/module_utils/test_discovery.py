@@ -170,7 +170,7 @@ class TypedAdapter(d.Adapter):
 
     def record(self, region, raw, type_info):
         gpu = gr.unknown_gpu() if type_info is None else gr.gpu_info(type_info.get("model"), type_info.get("count"))
-        return gr.make_record("aws", region, raw[0], instance_type=raw[1], gpu=gpu,
+        return gr.make_record("aws", region, raw[0], instance_type=raw[1], gpu=gpu, charge_type="on_demand",
                               gpu_source="unknown" if type_info is None else "api")
 
     def is_throttled(self, exc):
@@ -260,3 +260,21 @@ def test_credentials_refused_in_every_region_are_one_error():
         d.discover(RefusingAdapter(REGIONS, refusing=REGIONS), REGIONS)
     assert str(info.value).startswith("AWS rejected the credentials of the access_key and secret_key options")
     assert "s3cr3t-value" not in str(info.value) + info.value.detail
+
+
+class UnpricedAdapter(TypedAdapter):
+    """Records whose billing value the adapter could not map (i-2)."""
+
+    def record(self, region, raw, type_info):
+        record = super().record(region, raw, type_info)
+        if raw[0] == "i-2":
+            record["charge_type"], record["spot"] = "unknown", False
+        return record
+
+
+def test_an_unknown_charge_type_is_named_in_a_warning_and_the_host_kept():
+    result = d.discover(UnpricedAdapter(PAGES[:1]), ["us-east-1"])
+    assert len(result.records) == 3 and result.complete
+    [warning] = result.warnings
+    assert warning.region == "us-east-1" and not warning.strict
+    assert warning.message.startswith("no known charge type for 1 instance(s) (i-2): ")

@@ -3,6 +3,8 @@ to a record."""
 
 from __future__ import annotations
 
+import pytest
+
 from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery_aws import record_from_instance, type_info
 
 P5 = {"InstanceType": "p5.48xlarge", "NetworkInfo": {"EfaSupported": True},
@@ -32,6 +34,20 @@ def test_lifecycle_and_tenancy_set_the_charge_type():
     host = record_from_instance("us-east-1", instance(Placement={"AvailabilityZone": "us-east-1a", "Tenancy": "host"}))
     assert host["charge_type"] == "dedicated_host"
     assert record_from_instance("us-east-1", instance())["charge_type"] == "on_demand"
+
+
+@pytest.mark.parametrize("lifecycle, charge", [
+    ("spot", "spot"),
+    # Reclaimed with the 2-minute notice spot instances get.
+    ("interruptible-capacity-reservation", "spot"),
+    ("capacity-block", "subscription"),
+    ("scheduled", "subscription"),
+    # A lifecycle EC2 adds later is not known, never "on demand".
+    ("reserved-for-later", "unknown"),
+])
+def test_every_lifecycle_has_its_charge_type_and_a_new_one_is_unknown(lifecycle, charge):
+    record = record_from_instance("us-east-1", instance(InstanceLifecycle=lifecycle))
+    assert record["charge_type"] == charge and record["spot"] == (charge == "spot")
 
 
 def test_an_unknown_type_leaves_the_gpu_unknown_never_empty():

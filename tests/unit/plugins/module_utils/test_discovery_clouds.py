@@ -210,16 +210,29 @@ def test_gpu_fields_missing_keep_the_instance_with_catalogue_or_unknown_gpus(clo
     assert not [w for w in result.warnings if w.region == healthy]
 
 
-def test_a_fractional_vgpu_count_stays_the_number_it_is(cloud, start_emulator):
-    if cloud != "tencent":
-        pytest.skip("only Tencent sells vGPU slices as a GPUCount below 1")
+# A share of one GPU on each cloud, as its API says it: Tencent's
+# GPUCount 0.25; Alibaba's GPUSpec "NVIDIA A10 * 1/12" beside a whole
+# GPUAmount; a Huawei vGPU flavor's gpu_specs profile (M60-1Q, 1 GiB of 8);
+# EC2's Count 0 with GpuPartitionSize 0.125 (g6f.large, moto's own data).
+SHARES = {
+    "tencent": ("GNV4.3XLARGE46", {"model": "A10", "count": 0.25, "memory_mib": 6144}),
+    "aliyun": ("ecs.sgn7i-vws-m2.xlarge", {"model": "A10", "count": 0.0833, "memory_mib": 2048}),
+    "huawei": ("g1.xlarge", {"model": "M60", "count": 0.125, "memory_mib": 1024}),
+    "aws": ("g6f.large", {"model": "L4", "count": 0.125, "memory_mib": 2861}),
+}
+
+
+def test_a_share_of_a_gpu_stays_the_number_it_is(cloud, start_emulator):
     emulator = start_emulator(cloud)
     region = CLOUDS[cloud]["regions"][0]
-    emulator.seed([{"region": region, "instance_type": "GNV4.3XLARGE46"}])
-    [record] = discover(adapter_for(cloud, emulator), [region]).records
-    assert record["gpu"] == {"model": "A10", "count": 0.25, "memory_mib": 6144}
+    instance_type, gpu = SHARES[cloud]
+    emulator.seed([{"region": region, "instance_type": instance_type}])
+    result = discover(adapter_for(cloud, emulator), [region])
+    [record] = result.records
+    assert record["gpu"] == gpu
     assert isinstance(record["gpu"]["count"], float) and record["gpu_source"] == "api"
-    assert gr.matches(record, gpu_only=True)
+    assert gr.matches(record, gpu_only=True) and gr.is_share(record["gpu"]["count"])
+    assert result.warnings == []
 
 
 @pytest.mark.parametrize("kind", ["unknown_key", "bad_signature"])

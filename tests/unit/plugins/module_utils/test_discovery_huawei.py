@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from huaweicloudsdkecs.v2 import FlavorExtraSpec, GpuInfo, ServerAddress, ServerDetail, ServerFlavor
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery_huawei import flavor_info, record_from_server
@@ -69,3 +70,25 @@ def test_a_gpu_flavor_without_its_gpu_fields_is_unknown_not_none():
     cpu = flavor_info(FlavorExtraSpec(ecsperformancetype="normal"))
     assert cpu == {"rdma": "none"}
     assert record_from_server("cn-north-4", server(), cpu)["gpu"]["count"] == 0
+
+
+@pytest.mark.parametrize("gpu_specs, gpu", [
+    # One M60-1Q vGPU: 1 GiB of an M60's 8, an eighth of the GPU.
+    ("m60_1q:virt:1", {"model": "M60", "count": 0.125, "memory_mib": 1024}),
+    ("m60_2q:virt:2", {"model": "M60", "count": 0.5, "memory_mib": 2048}),
+    ("t4_4q:virt:1", {"model": "T4", "count": 0.25, "memory_mib": 4096}),
+])
+def test_a_vgpu_profile_is_its_share_of_one_gpu(gpu_specs, gpu):
+    info = flavor_info(FlavorExtraSpec(ecsperformancetype="gpu", pci_passthroughgpu_specs=gpu_specs))
+    record = record_from_server("cn-north-4", server(), info)
+    assert record["gpu"] == gpu and record["gpu_source"] == "api"
+
+
+@pytest.mark.parametrize("gpu_specs", ["a16_2q:virt:1", "m60:virt:1", "m60_16q:virt:1"])
+def test_a_vgpu_profile_whose_share_is_not_known_is_unknown_never_a_whole_gpu(gpu_specs):
+    # A16's frame buffer is not in the catalogue; a profile without its
+    # size says no share; 16 GiB is more than an M60 GPU has.
+    info = flavor_info(FlavorExtraSpec(ecsperformancetype="gpu", pci_passthroughgpu_specs=gpu_specs))
+    assert info == {"rdma": "none", "gpu_unknown": True}
+    record = record_from_server("cn-north-4", server(), info)
+    assert record["gpu"]["count"] is None and record["gpu_source"] == "unknown"

@@ -120,3 +120,29 @@ def test_rdma_the_type_says_is_unknown_when_its_lookup_stays_throttled(cloud, st
     (record,) = result.records
     assert record["rdma"] == "unknown" and record["instance_id"] == answered["instance_id"]
     assert any("looking up instance types" in w.message for w in result.warnings)
+
+
+@pytest.mark.parametrize("cloud", sorted(CLOUDS))
+def test_every_call_throttled_twice_loses_nothing(cloud, start_emulator, monkeypatch):
+    """Each action discovery makes (region discovery, IAM's projects and
+    project ids on Huawei, the listing, the type lookup) answered with its
+    cloud's throttling error twice before it answers: the same records,
+    regions and warnings as an unthrottled run, every action retried."""
+    monkeypatch.setattr(credentials.Credentials, "_CACHE", {})
+    emulator = start_emulator(cloud, count=16)
+    calm = discover(adapter_for(cloud, emulator))
+    actions = sorted({c["action"] for c in emulator.calls})
+    assert CLOUDS[cloud]["list_action"] in actions and TYPE_ACTION[cloud] in actions, actions
+    monkeypatch.setattr(credentials.Credentials, "_CACHE", {})
+    emulator.calls.clear()
+    for action in actions:
+        emulator.faults.throttle(2, action=action)
+    sleeps = []
+    stormy = discover(adapter_for(cloud, emulator, sleeps=sleeps))
+    assert stormy.complete and stormy.failures == []
+    assert sorted(stormy.regions) == sorted(calm.regions)
+    assert sorted(stormy.records, key=lambda r: r["instance_id"]) == sorted(calm.records, key=lambda r: r["instance_id"])
+    assert [w.message for w in stormy.warnings] == [w.message for w in calm.warnings]
+    assert len(sleeps) == 2 * len(actions)
+    # Every action was answered after its two throttled attempts.
+    assert {c["action"] for c in emulator.calls} == set(actions)

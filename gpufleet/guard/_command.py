@@ -88,6 +88,21 @@ def _seconds(value: float) -> str:
     return f"{value // 3600}h{value % 3600 // 60:02d}m" if value >= 3600 else f"{value // 60}m{value % 60:02d}s"
 
 
+def _spend(node: NodeGuard) -> str:
+    """The spend against its cap, in words where a number is missing: "no
+    price known, no cap set" rather than "unknown / no cap unknown"."""
+    if node.priced is False:
+        spent = "no price known"
+    else:
+        spent = "spend unknown" if node.spend is None else f"{node.spend:.2f}"
+    if node.capped is False:
+        return f"{spent}, no cap set"
+    cap = ", cap unknown" if node.spend_cap is None else f" of cap {node.spend_cap:.2f}"
+    # The state says what the numbers do not: ok, alarm or cap.
+    state = f" ({node.budget})" if node.budget and node.budget != "unknown" else ""
+    return f"{spent}{cap}{state}"
+
+
 def row(node: NodeGuard, now: float) -> list[str]:
     if node.state != REPORTING:
         return [node.host, node.state, node.detail or "", "", "", ""]
@@ -99,9 +114,7 @@ def row(node: NodeGuard, now: float) -> list[str]:
         idle = "off"
     elif node.idle_armed is False:
         idle += " (not armed)"
-    cap = "no cap" if node.capped is False else _unknown(node.spend_cap, "{:.2f}".format)
-    spend = f"{_unknown(node.spend, '{:.2f}'.format)} / {cap}"
-    spend += f" {_unknown(node.budget, str)}"
+    spend = _spend(node)
     event = "none"
     if node.last_event:
         landed = {True: "landed", False: "NOT landed", None: "landed unknown"}[node.checkpoint_landed]

@@ -33,6 +33,9 @@ class NodeGuard:
     # The daemon writes a cap of NaN where none is set: that is "no cap",
     # not unknown. None here: no cap series at all (unknown).
     capped: bool | None = None
+    # Likewise the price: False is "no price known" (NaN), None a daemon
+    # that does not say.
+    priced: bool | None = None
     last_event: str | None = None
     last_action: str | None = None
     last_event_at: float | None = None
@@ -83,6 +86,12 @@ def _capped(samples) -> bool | None:
     return None
 
 
+def _priced(samples) -> bool | None:
+    for _labels, value in samples.get("gpufleet_guard_price_per_hour", []):
+        return value is not None
+    return None
+
+
 def from_metrics(host: str, text: str) -> NodeGuard:
     try:
         samples = parse(text)
@@ -109,6 +118,7 @@ def from_metrics(host: str, text: str) -> NodeGuard:
         job_spend=_one(samples, "gpufleet_guard_spend", scope="job"),
         job_spend_cap=_one(samples, "gpufleet_guard_spend_cap", scope="job"),
         capped=_capped(samples),
+        priced=_priced(samples),
         last_event=event[0].get("reason"), last_action=event[0].get("action"), last_event_at=event[1],
         checkpoint_landed=None if landed is None else bool(landed),
         final_action_ok=None if final_ok is None else bool(final_ok),

@@ -34,24 +34,26 @@ class ActionModule(ActionBase):
         return os.path.join(os.path.dirname(common), role)
 
     def _failed_checks(self, checks):
-        """The messages of the calling role's own checks whose condition is
-        false. Every check is evaluated, so one run names every bad input.
-        They are templated here, one at a time and only after the input
-        shapes passed: a string given for a list would make a condition
-        written for a list fail to template, and a message is templated only
-        when its condition is false."""
+        """(errors, warnings): the messages of the calling role's own checks
+        whose condition is false, a check with ``warn: true`` giving a
+        warning instead of an error. Every check is evaluated, so one run
+        names every bad input. They are templated here, one at a time and
+        only after the input shapes passed: a string given for a list would
+        make a condition written for a list fail to template, and a message
+        is templated only when its condition is false."""
         if not isinstance(checks, list):
             raise AnsibleActionFail("_common_checks must be a list, got %s" % type(checks).__name__)
-        failed = []
+        failed, warned = [], []
         for index, check in enumerate(checks):
-            if not isinstance(check, dict) or set(check) != {"that", "msg"}:
-                raise AnsibleActionFail("_common_checks[%d] must have exactly the keys that and msg, got %r"
-                                        % (index, check))
+            if not isinstance(check, dict) or not {"that", "msg"} <= set(check) <= {"that", "msg", "warn"}:
+                raise AnsibleActionFail("_common_checks[%d] must have the keys that and msg, and may have warn, "
+                                        "got %r" % (index, check))
             try:
                 passed = boolean(self._templar.template(check["that"]), strict=True)
+                warn = boolean(check.get("warn", False), strict=True)
             except TypeError:
-                raise AnsibleActionFail("_common_checks[%d].that must give true or false, got %r"
-                                        % (index, check["that"])) from None
+                raise AnsibleActionFail("_common_checks[%d].that and .warn must give true or false, got %r"
+                                        % (index, check)) from None
             except AnsibleError as exc:
                 # An input an earlier check refused (an unsupported system,
                 # say) can make a later condition fail to template: that is
@@ -60,11 +62,12 @@ class ActionModule(ActionBase):
                 continue
             if not passed:
                 try:
-                    failed.append(" ".join(str(self._templar.template(check["msg"])).split()))
+                    message = " ".join(str(self._templar.template(check["msg"])).split())
                 except AnsibleError as exc:
-                    failed.append("_common_checks[%d] failed, and its message could not be rendered: %s"
-                                  % (index, " ".join(str(exc).split())))
-        return failed
+                    message = ("_common_checks[%d] failed, and its message could not be rendered: %s"
+                               % (index, " ".join(str(exc).split())))
+                (warned if warn else failed).append(message)
+        return failed, warned
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -96,7 +99,9 @@ class ActionModule(ActionBase):
         errors.extend(_role_inputs.shape_errors(spec, values))
 
         if not errors:
-            errors.extend(self._failed_checks(task_vars.get("_common_checks") or []))
+            failed, warned = self._failed_checks(task_vars.get("_common_checks") or [])
+            errors.extend(failed)
+            result.setdefault("warnings", []).extend(warned)
 
         unknown = _role_inputs.unknown_inputs(spec, task_vars)
         messages = [_role_inputs.unknown_message(spec, n, s, strict) for n, s in unknown]

@@ -34,7 +34,9 @@ description:
     express (ranges, formats, options that depend on each other), given as
     the variable C(_common_checks), a list of C(that) (a condition, true when
     the input is good) and C(msg) (what is wrong, naming the option, and what
-    fixes it). Every check is evaluated, so one run names every bad input.
+    fixes it), and optionally C(warn) (V(true) makes a false condition a
+    warning, for settings that work but poorly). Every check is evaluated,
+    so one run names every bad input.
     They are evaluated only when the OS check and the input shapes passed,
     and a message is templated only when its condition is false.
   - Runs on the controller; reads nothing from the node and changes nothing.

@@ -228,6 +228,8 @@ def write_metrics(config: Config, result: dict, events: dict) -> None:
            [({"state": s}, int(budget.state == s)) for s in BUDGET_STATES])
     _gauge(lines, "gpufleet_guard_spend", "Hourly price times running time, in the price's currency (NaN: unknown).",
            [({"scope": "node"}, budget.spend), ({"scope": "job"}, budget.job_spend)])
+    _gauge(lines, "gpufleet_guard_price_per_hour", "The hourly price the spend counts with (NaN: no price known).",
+           [({}, config.budget.price_per_hour)])
     _gauge(lines, "gpufleet_guard_spend_cap", "The spend cap (NaN: none).",
            [({"scope": "node"}, config.budget.node_cap), ({"scope": "job"}, config.budget.job_cap)])
     _gauge(lines, "gpufleet_guard_spend_alarm_ratio", "The share of a cap at which the spend alarm fires.",

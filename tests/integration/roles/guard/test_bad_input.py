@@ -48,6 +48,11 @@ CASES = {
     "job cap without the job's unit": ({"guard_job_cap": 50}, "guard_budget_job_unit"),
     "relative marker path": ({"guard_marker_path": "event.json"}, "guard_marker_path"),
     "poll of zero seconds": ({"guard_poll_seconds": 0}, "guard_poll_seconds"),
+    # AWS gives a spot instance 2 minutes: a 180 s margin leaves the hook
+    # nothing, whatever guard_checkpoint_seconds (idle and budget only) says.
+    "a margin past AWS's spot notice": (
+        {"guard_spot": True, "guard_cloud": "aws", "guard_hook_margin_seconds": 180, "guard_checkpoint_seconds": 600},
+        "guard_hook_margin_seconds", "a spot notice on AWS comes 120 s before the reclaim"),
 }
 
 

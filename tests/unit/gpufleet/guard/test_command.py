@@ -26,6 +26,7 @@ gpufleet_guard_budget_state{state="ok"} 0
 gpufleet_guard_budget_state{state="alarm"} 1
 gpufleet_guard_spend{scope="node"} 320.5
 gpufleet_guard_spend{scope="job"} NaN
+gpufleet_guard_price_per_hour 3.2
 gpufleet_guard_spend_cap{scope="node"} 400.0
 gpufleet_guard_spend_cap{scope="job"} NaN
 gpufleet_guard_last_event_timestamp_seconds{reason="spot",action="none"} 1000001.0
@@ -38,6 +39,7 @@ gpufleet_guard_spot_state{cloud="aws",state="unknown"} 1
 gpufleet_guard_spot_deadline_timestamp_seconds{cloud="aws"} NaN
 gpufleet_guard_budget_state{state="unknown"} 1
 gpufleet_guard_spend{scope="node"} NaN
+gpufleet_guard_price_per_hour NaN
 gpufleet_guard_spend_cap{scope="node"} NaN
 gpufleet_guard_last_poll_timestamp_seconds 999990.0
 """
@@ -93,9 +95,11 @@ def test_the_table_says_unknown_and_never_zero():
     text = _command.table([from_metrics("gpu-a", METRICS), from_metrics("gpu-b", BLIND)], now=1000000.0)
     lines = text.splitlines()
     assert lines[0].split() == ["host", "guard", "spot", "idle", "spend", "/", "cap", "last", "event"]
-    assert "notice in 2m00s (tencent)" in lines[1] and "320.50 / 400.00 alarm" in lines[1]
+    assert "notice in 2m00s (tencent)" in lines[1] and "320.50 of cap 400.00 (alarm)" in lines[1]
     assert "spot -> none, checkpoint NOT landed" in lines[1]
-    assert "unknown (aws)" in lines[2] and "unknown / no cap unknown" in lines[2] and "polled 0m10s ago" in lines[2]
+    # No price and no cap, said plainly.
+    assert "unknown (aws)" in lines[2] and "no price known, no cap set" in lines[2] and "polled 0m10s ago" in lines[2]
+    assert "unknown / " not in text
     assert " 0.00 " not in text
 
 
@@ -118,7 +122,7 @@ def test_a_cap_of_nan_is_no_cap_and_a_missing_cap_is_unknown():
     without = "\n".join(line for line in BLIND.splitlines() if not line.startswith("gpufleet_guard_spend_cap"))
     node = from_metrics("gpu-b", without)
     assert node.capped is None
-    assert "unknown / unknown unknown" in _command.table([node], now=1000000.0).splitlines()[1]
+    assert "no price known, cap unknown" in _command.table([node], now=1000000.0).splitlines()[1]
 
 
 def test_json_and_the_exit_code(fleet, tmp_path, capsys):
@@ -139,3 +143,18 @@ def test_no_node_answering_is_an_error_that_says_what_to_check(monkeypatch, tmp_
 def test_a_line_that_is_not_a_sample_is_refused_by_number():
     with pytest.raises(ValueError, match="line 2"):
         parse("gpufleet_guard_idle_seconds 1.0\nnot a sample at all\n")
+
+
+@pytest.mark.parametrize("metrics, said", [
+    # A price and no cap: the spend, and that no cap is set.
+    (BLIND.replace("price_per_hour NaN", "price_per_hour 2.5").replace('spend{scope="node"} NaN',
+                                                                       'spend{scope="node"} 12.5'), "12.50, no cap set"),
+    # A price, a cap, and a spend that could not be worked out.
+    (METRICS.replace('spend{scope="node"} 320.5', 'spend{scope="node"} NaN').replace(
+        'state="alarm"} 1', 'state="alarm"} 0\ngpufleet_guard_budget_state{state="unknown"} 1'),
+     "spend unknown of cap 400.00"),
+    # A daemon from before the price was published: no claim about it.
+    (BLIND.replace("gpufleet_guard_price_per_hour NaN\n", ""), "spend unknown, no cap set"),
+])
+def test_the_spend_column_reads_plainly(metrics, said):
+    assert _command._spend(from_metrics("gpu-x", metrics)) == said

@@ -43,6 +43,10 @@ def _play(name, hosts, facts, os_check):
           # A condition that fails to template is reported, not a crash.
           - that: "{{{{ not (check_broken | default(false)) or a_variable_nobody_defined.key }}}}"
             msg: "never shown"
+          # warn: a setting that works, but poorly: a warning, not a failure.
+          - that: "{{{{ (check_value | default(2048)) | int >= 2000 }}}}"
+            warn: true
+            msg: "baseline_nofile below 2000 (got {{{{ check_value | default(2048) }}}}) works, but poorly."
 """
 
 
@@ -60,6 +64,7 @@ CASES = {
     "misspelt, strict": {"baseline_ntp_server": ["ntp.example.com"], "gpufleet_strict_inputs": True},
     "strict, not a boolean": {"gpufleet_strict_inputs": "perhaps"},
     "a check fails": {"check_value": 10},
+    "a warning check fails": {"check_value": 1500},
     "two checks fail": {"check_value": 10, "check_second": False},
     "a check and a shape fail": {"check_value": 10, "baseline_packages": "curl"},
     "a check that is not a condition": {"check_second": "perhaps"},
@@ -142,6 +147,15 @@ def test_a_failed_check_gives_its_message(results):
     assert r.get("failed") and r["msg"] == "baseline_nofile must be at least 1024 (got 10).", r
 
 
+def test_a_warning_check_warns_and_does_not_fail(results):
+    r = results["a warning check fails"]
+    assert not r.get("failed"), r
+    assert r["warnings"] == ["baseline_nofile below 2000 (got 1500) works, but poorly."], r
+    # With an error beside it, both are given: the error fails the task.
+    failed = results["a check fails"]
+    assert failed.get("failed") and "works, but poorly" in " ".join(failed.get("warnings", [])), failed
+
+
 def test_every_failed_check_is_named_in_one_run(results):
     r = results["two checks fail"]
     assert r.get("failed"), r
@@ -158,7 +172,7 @@ def test_checks_wait_for_the_input_shapes(results):
 
 def test_a_check_that_gives_no_boolean_is_named(results):
     r = results["a check that is not a condition"]
-    assert r.get("failed") and "_common_checks[1].that must give true or false" in r["msg"], r
+    assert r.get("failed") and "_common_checks[1].that and .warn must give true or false" in r["msg"], r
 
 
 def test_a_check_that_cannot_be_evaluated_is_reported_with_the_others(results):

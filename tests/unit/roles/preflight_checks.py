@@ -11,10 +11,18 @@ import re
 from pathlib import Path
 
 import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
+from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _role_inputs
+
 ROOT = Path(__file__).resolve().parents[3]
+
+
+class ConditionError(Exception):
+    """A check's condition failed to template: with an input of the wrong
+    type, the argument validation or the shape check refuses it first."""
 
 
 def _trusted(value):
@@ -31,12 +39,44 @@ def _yaml(path: Path) -> dict:
     return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
 
 
-def checks(role: str) -> list[dict]:
-    """The role's _common_checks, as its preflight passes them."""
+# What a Debian 12 node's gathered facts give the checks that read them.
+FACTS = {
+    "os_family": "Debian", "distribution": "Debian", "distribution_release": "bookworm",
+    "distribution_major_version": "12", "distribution_version": "12.8", "architecture": "x86_64",
+    "service_mgr": "systemd", "kernel": "6.1.0-28-amd64", "hostname": "node1", "fqdn": "node1",
+    "default_ipv4": {"address": "10.0.0.5", "interface": "eth0"}, "all_ipv4_addresses": ["10.0.0.5"],
+    "all_ipv6_addresses": [], "interfaces": ["lo", "eth0"], "mounts": [], "devices": {}, "memtotal_mb": 65536,
+    "processor_vcpus": 16,
+    # _common's GPU facts of a node without a GPU or driver yet.
+    "gpu": {"count": 0, "gpus": [], "pci_gpus": [], "pci_nvswitches": [], "error": "nvidia-smi: not found",
+            "cuda_version": None, "loaded_module_version": None},
+    "gpufleet_node": {"container": False},
+}
+
+
+def _find(tasks, inherited):
+    """(the vars of every level above the checks, the checks) of the task
+    passing _common_checks, wherever it sits in blocks."""
+    found = []
+    for task in tasks or ():
+        scope = {**inherited, **(task.get("vars") or {})}
+        if "_common_checks" in (task.get("vars") or {}):
+            found.append((scope, task["vars"]["_common_checks"]))
+        for key in ("block", "rescue", "always"):
+            found.extend(_find(task.get(key), scope))
+    return found
+
+
+def _preflight(role: str):
     tasks = yaml.safe_load((ROOT / "roles" / role / "tasks" / "preflight.yml").read_text())
-    found = [t["vars"]["_common_checks"] for t in tasks if "_common_checks" in (t.get("vars") or {})]
+    found = _find(tasks, {})
     assert len(found) == 1, f"{role}: expected one task passing _common_checks, found {len(found)}"
     return found[0]
+
+
+def checks(role: str) -> list[dict]:
+    """The role's _common_checks, as its preflight passes them."""
+    return _preflight(role)[1]
 
 
 def options(role: str) -> set[str]:
@@ -47,16 +87,35 @@ def options(role: str) -> set[str]:
 
 def evaluate(role: str, inputs: dict) -> tuple[list[str], list[str]]:
     """(refusals, warnings): the messages of the role's checks whose
-    condition is false with these inputs over the role's defaults."""
-    variables = {**_yaml(ROOT / "roles" / role / "defaults" / "main.yml"),
-                 **_yaml(ROOT / "roles" / role / "vars" / "main.yml"), "role_path": str(ROOT / "roles" / role), **inputs}
+    condition is false with these inputs over the role's defaults, vars
+    and the preflight task's own vars, on a Debian 12 node's facts."""
+    scope, role_checks = _preflight(role)
+    variables = {"inventory_hostname": "node1", "ansible_facts": FACTS, "ansible_local": {},
+                 **_yaml(ROOT / "roles" / role / "defaults" / "main.yml"),
+                 **_yaml(ROOT / "roles" / role / "vars" / "main.yml"), "role_path": str(ROOT / "roles" / role),
+                 **{k: v for k, v in scope.items() if k != "_common_checks"}, **inputs}
     templar = Templar(loader=DataLoader(), variables=_trusted(variables))
     refused, warned = [], []
-    for check in checks(role):
-        if not templar.template(_trusted(check["that"])):
+    for check in role_checks:
+        try:
+            passed = templar.template(_trusted(check["that"]))
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            raise ConditionError(f"{role}: {check['that']!r} does not template: {exc}") from exc
+        if not passed:
             message = " ".join(str(templar.template(_trusted(check["msg"]))).split())
             (warned if check.get("warn") else refused).append(message)
     return refused, warned
+
+
+def spec_errors(role: str, inputs: dict) -> list[str]:
+    """What refuses these inputs before the role's own checks: Ansible's
+    role argument validation (meta/argument_specs.yml), then the
+    preflight's input shapes (a string given for a list)."""
+    spec = _yaml(ROOT / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+    known = {k: v for k, v in inputs.items() if k in spec}
+    errors = list(ArgumentSpecValidator(spec).validate(known).error_messages)
+    shapes = _role_inputs.RoleSpec(str(ROOT / "roles" / role), role)
+    return errors + list(_role_inputs.shape_errors(shapes, {k: v for k, v in inputs.items() if k in shapes.shaped_options}))
 
 
 def named(role: str, message: str) -> set[str]:

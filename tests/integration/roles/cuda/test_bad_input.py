@@ -26,7 +26,7 @@ CASES = {
     "driver of an unknown branch": (
         {"cuda_driver_version": "999.10.01"},
         "cuda_driver_branches",
-        "unknown branch",
+        "cuda_driver_version: 999.10.01 is of a branch this role does not know",
     ),
     "toolkit Debian does not ship": (
         {"cuda_source": "distro", "cuda_toolkits": [{"version": "12.4", "components": ["cudart"]}]},
@@ -36,9 +36,9 @@ CASES = {
     "component Debian does not have": (
         {"cuda_source": "distro", "cuda_components": ["nsight"]},
         "cuda_toolkits",
-        "unknown: ['nsight']",
+        "unknown components ['nsight']",
     ),
-    "version that is not X.Y": ({"cuda_toolkits": [{"version": "12"}]}, "cuda_toolkits", "unique version X.Y"),
+    "version that is not X.Y": ({"cuda_toolkits": [{"version": "12"}]}, "cuda_toolkits", "versions that are not X.Y: ['12']"),
     "default that is not installed": (
         {"cuda_toolkits": [{"version": "12.4"}], "cuda_default_version": "12.8"},
         "cuda_default_version",

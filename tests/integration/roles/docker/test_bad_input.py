@@ -27,13 +27,15 @@ CASES = {
         "did you mean docker_users?",
     ),
     # dockerd would refuse to start with these daemon.json values.
-    "daemon.json: string for a boolean": ({"docker_daemon_config_extra": {"live-restore": "yes"}}, "docker_daemon_config"),
+    "daemon.json: string for a boolean": (
+        {"docker_daemon_config_extra": {"live-restore": "yes"}}, "docker_daemon_config_extra", "live-restore must be a boolean"),
     "daemon.json: number for a log option": (
         {"docker_daemon_config": {"log-driver": "json-file", "log-opts": {"max-file": 3}}},
         "docker_daemon_config",
     ),
-    "daemon.json: string for a list": ({"docker_daemon_config_extra": {"dns": "10.0.0.2"}}, "docker_daemon_config"),
-    "daemon.json: misspelt key": ({"docker_daemon_config_extra": {"live_restore": True}}, "docker_daemon_config"),
+    "daemon.json: string for a list": (
+        {"docker_daemon_config_extra": {"dns": "10.0.0.2"}}, "docker_daemon_config_extra", "dns must be a list"),
+    "daemon.json: misspelt key": ({"docker_daemon_config_extra": {"live_restore": True}}, "docker_daemon_config_extra"),
     "daemon.json: socket outside the role": (
         {"docker_daemon_config_extra": {"hosts": ["tcp://0.0.0.0:2375"]}},
         "docker_daemon_config",

@@ -26,6 +26,10 @@ CASES = {
     ),
     "string for a list": ({"nvidia_driver_extra_packages": "nvidia-smi"}, "nvidia_driver_extra_packages", "expected a list"),
     "unknown branch": ({"nvidia_driver_branch": "999"}, "nvidia_driver_branch", "not a known driver branch"),
+    # Not a number at all: the advice gives one, and never asks to add
+    # "latest" to nvidia_driver_branches.
+    "a branch that is a word": ({"nvidia_driver_branch": "latest"}, "nvidia_driver_branch",
+                                "is not a driver branch: give a branch number, for example 570"),
     "branch Debian does not ship": (
         {"nvidia_driver_source": "distro", "nvidia_driver_branch": "550", "nvidia_driver_version": "550.163.01"},
         "nvidia_driver_branch",

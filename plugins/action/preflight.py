@@ -69,6 +69,19 @@ class ActionModule(ActionBase):
                 (warned if warn else failed).append(message)
         return failed, warned
 
+    def _scalar_values(self, spec, task_vars):
+        """The templated values of the role's scalar options that are set.
+        One whose template fails is left to the role, whose own use of it
+        names the failure."""
+        values = {}
+        for name in spec.options:
+            if name in task_vars and name not in spec.shaped_options:
+                try:
+                    values[name] = self._templar.template(task_vars[name])
+                except AnsibleError:
+                    continue
+        return values
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
@@ -97,6 +110,15 @@ class ActionModule(ActionBase):
 
         values = {name: self._templar.template(task_vars[name]) for name in spec.shaped_options if name in task_vars}
         errors.extend(_role_inputs.shape_errors(spec, values))
+        # The scalar options' types, in the project's words, for plays that
+        # apply the roles with rolespec_validate: false (site.yml): Ansible's
+        # own check would answer first with its raw conversion error.
+        scalars = self._scalar_values(spec, task_vars)
+        errors.extend(_role_inputs.type_errors(spec, scalars))
+        if not errors:
+            # What else argument_specs says: required options, elements and
+            # suboptions (a firewall rule without its port).
+            errors.extend(_role_inputs.spec_errors(spec, {**scalars, **values}))
 
         if not errors:
             failed, warned = self._failed_checks(task_vars.get("_common_checks") or [])

@@ -24,6 +24,13 @@ description:
     as a list is given as a string, a number or null. Ansible's role argument
     validation accepts a string there (it splits it for its own check only),
     and the role would then read the raw string.
+  - Fails when an option that the role's C(meta/argument_specs.yml) declares
+    as V(int), V(float), V(bool), V(str) or V(path) has a value of another
+    type, or one outside its C(choices), naming the option, what it takes,
+    the value (hidden for a C(no_log) option) and an example. Ansible's own
+    role argument validation checks the same first when a role is applied
+    as it is; site.yml applies the roles with C(rolespec_validate=false),
+    so its users get these messages instead of Ansible's conversion errors.
   - Warns about every variable that carries the role's prefix (for example
     C(baseline_)) but is neither an option of the role nor a variable the
     role sets itself, with the closest option name as a suggestion. Such a

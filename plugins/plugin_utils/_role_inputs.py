@@ -23,8 +23,12 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 
 import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.common.validation import check_type_bool, check_type_float, check_type_int
+from ansible.module_utils.errors import ArgumentTypeError, ArgumentValueError
 
 # The role's own outputs are variables with its prefix too (set_fact in its
 # tasks, e.g. node_health_result): never misspellings.
@@ -68,6 +72,8 @@ class RoleSpec:
         if not os.path.isfile(spec_file):
             raise ValueError("%s: no meta/argument_specs.yml in %s" % (name, role_dir))
         entry_points = (_load_yaml(spec_file) or {}).get("argument_specs") or {}
+        # The main entry point's options, which the preflight validates.
+        self.main = dict(((entry_points.get("main") or {}).get("options")) or {})
         self.options = {}
         for entry_point in entry_points.values():
             self.options.update((entry_point or {}).get("options") or {})
@@ -97,6 +103,23 @@ def _as_list_hint(text):
     return "[" + ", ".join(repr(item) for item in items) + "]" if items else "[]"
 
 
+def _kind(value):
+    """What a value is, in words: never a class name (Ansible's values are
+    tagged subclasses, _AnsibleTaggedList and the like)."""
+    for python, words in ((bool, "true or false"), (int, "a whole number"), (float, "a number"),
+                          (str, "a string"), (dict, "a mapping"), ((list, tuple), "a list")):
+        if isinstance(value, python):
+            return words
+    return "a value of another kind"
+
+
+def _shown(spec, option, value):
+    # A secret's value never reaches the output, even mistyped.
+    if (spec.options[option] or {}).get("no_log") and value is not None:
+        return "<hidden: no_log>"
+    return repr(value)
+
+
 def shape_errors(spec, values):
     """One message per list or dict option given as something else.
 
@@ -109,19 +132,154 @@ def shape_errors(spec, values):
             if option not in values or isinstance(values[option], python):
                 continue
             value = values[option]
-            if (spec.options[option] or {}).get("no_log"):
-                # A secret's value never reaches the output, even mistyped.
-                value = "<hidden: no_log>" if value is not None else None
             wanted = "a list" if kind == "list" else "a dictionary"
             if value is None:
                 errors.append(
                     "%s: expected %s, got null (an empty YAML value). Give %s, %s for none, "
                     "or remove the line to use the role's default." % (option, wanted, wanted, empty))
-            elif isinstance(value, str):
-                errors.append("%s: expected %s, got the string %r. Write it as a YAML %s: %s: %s"
+            elif isinstance(value, str) and not (spec.options[option] or {}).get("no_log"):
+                errors.append("%s: expected %s, got the string %r. Write it as a YAML %s, for example %s: %s"
                               % (option, wanted, value, "list" if kind == "list" else "mapping", option, hint(value)))
             else:
-                errors.append("%s: expected %s, got %s %r." % (option, wanted, type(value).__name__, value))
+                errors.append("%s: expected %s, got %s %s. Write it as a YAML %s, for example %s: %s"
+                              % (option, wanted, _kind(value), _shown(spec, option, value),
+                                 "list" if kind == "list" else "mapping", option,
+                                 "[...]" if kind == "list" else "{key: value, ...}"))
+    return errors
+
+
+# What each scalar type of argument_specs takes, in words, Ansible's own
+# conversion for it, and an example where the option's default gives none.
+_SCALARS = {
+    "int": ("a whole number", check_type_int, "10"),
+    "float": ("a number", check_type_float, "0.5"),
+    "bool": ("true or false", check_type_bool, "true"),
+    "str": ("a string", None, "'text'"),
+    "path": ("a path", None, "/srv/data"),
+}
+
+
+def _example(option_spec, kind):
+    default = option_spec.get("default")
+    choices = option_spec.get("choices")
+    if choices:
+        return repr(choices[0]) if isinstance(choices[0], str) else str(choices[0]).lower()
+    if default not in (None, "", [], {}) and not (isinstance(default, str) and "{{" in default):
+        return str(default).lower() if isinstance(default, bool) else repr(default) if isinstance(default, str) \
+            else str(default)
+    return _SCALARS[kind][2]
+
+
+_CLASS = re.compile(r"<class '([A-Za-z_.]+)'>|\b_?Ansible[A-Za-z]*?(List|Dict|Str|Int|Float|Bool)\b")
+_CLASS_WORDS = {"list": "list", "dict": "dict", "str": "str", "int": "int", "float": "float", "bool": "bool"}
+
+
+def _plain(message):
+    """Ansible's validator message with no internal class name in it."""
+    def words(match):
+        name = (match.group(1) or match.group(2) or "").split(".")[-1].lstrip("_").lower()
+        for known in _CLASS_WORDS:
+            if name.endswith(known):
+                return known
+        return "value"
+    return _CLASS.sub(words, message)
+
+
+def spec_errors(spec, values):
+    """What Ansible's role argument validation says of the main entry
+    point's options that type_errors and shape_errors do not cover:
+    required options missing, and the elements and suboptions of lists and
+    dictionaries (a firewall rule without its port, a protocol outside its
+    choices), each without internal class names and with where to look.
+
+    `values` maps the options that are set to their templated values."""
+    known = {name: value for name, value in values.items() if name in spec.main}
+    result = ArgumentSpecValidator(spec.main).validate(known)
+    errors = []
+    for error in result.errors:
+        text = str(error)
+        # A top-level option's type or choice: type_errors and shape_errors
+        # say it in the project's words.
+        if isinstance(error, (ArgumentTypeError, ArgumentValueError)) and " found in " not in text:
+            continue
+        named = _FOUND_IN.search(text) or _OPTION_IN.search(text)
+        option = next((g for g in (named.groups() if named else ()) if g), "")
+        option = option.split(",")[0].strip()
+        example = ", for example %s: %s" % (option, example_of(spec.main[option])) if option in spec.main else ""
+        errors.append("%s%s." % (_plain(text).rstrip("."), example))
+    return errors
+
+
+# The option an argument_specs error is about: the top-level one, where a
+# suboption's error says "found in OPTION".
+_FOUND_IN = re.compile(r"found in ([a-z0-9_]+)")
+_OPTION_IN = re.compile(r"option '([a-z0-9_]+)'|missing required arguments: ([a-z0-9_, ]+)")
+_VALUE = re.compile(r"V\(([^)]+)\)")
+
+
+def example_of(option_spec):
+    """A value the option takes, for advice: the first V(...) of its
+    description, else its default, else one of its type."""
+    description = option_spec.get("description") or ""
+    text = " ".join(description) if isinstance(description, list) else str(description)
+    found = _VALUE.search(text)
+    kind = option_spec.get("type", "str")
+    if found:
+        value = found.group(1)
+        return value if kind != "list" or value.startswith("[") else "[%s]" % value
+    default = option_spec.get("default")
+    if default not in (None, "", [], {}) and not (isinstance(default, str) and "{{" in default):
+        return str(default).lower() if isinstance(default, bool) else str(default)
+    if kind == "list":
+        elements = option_spec.get("elements", "str")
+        if elements == "dict" and option_spec.get("options"):
+            subs = option_spec["options"]
+            keys = [k for k, v in subs.items() if (v or {}).get("required")] or list(subs)[:2]
+            return "[{%s}]" % ", ".join("%s: %s" % (k, example_of(subs[k] or {})) for k in keys)
+        return "[%s]" % _SCALARS.get(elements, ("", None, "..."))[2]
+    if kind == "dict":
+        return "{key: value}"
+    return _SCALARS.get(kind, ("", None, "..."))[2]
+
+
+def type_errors(spec, values):
+    """One message per scalar option (int, float, bool, str, path) whose
+    value that type does not take, or which is not one of its choices, in
+    the project's words: the option, what it takes, the value given and an
+    example. What Ansible's role argument validation checks, for the
+    plays that apply the roles without it (site.yml), whose raw conversion
+    errors name internal classes and give no advice.
+
+    `values` maps variable names to their templated values; options that are
+    not set are absent. null is left to the role (some options take it)."""
+    errors = []
+    for option in sorted(values):
+        option_spec = spec.options.get(option) or {}
+        kind = option_spec.get("type", "str")
+        value = values[option]
+        if kind not in _SCALARS or value is None:
+            continue
+        words, convert, _fallback = _SCALARS[kind]
+        converted = value
+        wrong = False
+        if convert is not None:
+            try:
+                converted = convert(value)
+            except (TypeError, ValueError):
+                wrong = True
+        elif isinstance(value, (dict, list, tuple)):
+            wrong = True
+        if not wrong and kind in ("int", "float") and isinstance(value, bool):
+            wrong = True
+        choices = option_spec.get("choices")
+        if wrong:
+            errors.append("%s must be %s (got %s %s), for example %s: %s."
+                          % (option, words, _kind(value), _shown(spec, option, value), option,
+                             _example(option_spec, kind)))
+        elif choices and converted not in choices and str(converted) not in [str(c) for c in choices]:
+            errors.append("%s must be one of %s (got %s), for example %s: %s."
+                          % (option, ", ".join(str(c) for c in choices), _shown(spec, option, value), option,
+                             _example(option_spec, kind)))
     return errors
 
 

@@ -19,11 +19,27 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.nodes import PODMAN_CONNECTION, PODMAN_PYTHON, node_has_package, node_has_path, roles_play, run_playbook
+from tests.support.nodes import PODMAN_CONNECTION, PODMAN_PYTHON, node_has_package, node_has_path, run_playbook
 
 
 def alias(index: int) -> str:
     return f"case{index:03d}"
+
+
+def site_like_play(roles: str | list[str]) -> str:
+    """A play that applies each role as site.yml does: with
+    rolespec_validate: false, so the role's preflight, not Ansible's
+    argument validation, answers a wrong type (in the project's words)."""
+    tasks = "".join(f"""
+    - name: Apply {role}
+      ansible.builtin.import_role:
+        name: {role}
+        rolespec_validate: false
+""" for role in ([roles] if isinstance(roles, str) else roles))
+    return f"""
+- hosts: all
+  gather_facts: true
+  tasks:{tasks}"""
 
 
 def run_cases(node: str, role: str | list[str], cases: dict[str, dict], workdir: Path) -> dict:
@@ -37,7 +53,7 @@ def run_cases(node: str, role: str | list[str], cases: dict[str, dict], workdir:
     inventory = workdir / "inventory.json"
     inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
     play = workdir / "play.yml"
-    play.write_text(roles_play(role))
+    play.write_text(site_like_play(role))
     # One structured record per host and task, so each case's message is
     # read from that case's own results.
     env = {"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_FORKS": str(max(5, len(cases)))}
@@ -106,4 +122,7 @@ def bad_input_test(role, cases, files=(), packages=(), good=None, forbidden=()):
         for secret in forbidden:
             assert secret not in outcome["output"], f"{secret!r} shows in the output"
 
+    # The valid inputs every case starts from, for the unit harness
+    # (tests/unit/roles/test_preflight_messages.py), which checks the same cases.
+    test_bad_input_fails_in_preflight_and_changes_nothing.good = dict(good or {})
     return test_bad_input_fails_in_preflight_and_changes_nothing

@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 
 import yaml
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
@@ -86,16 +85,34 @@ def options(role: str) -> set[str]:
 
 
 def evaluate(role: str, inputs: dict) -> tuple[list[str], list[str]]:
-    """(refusals, warnings): the messages of the role's checks whose
-    condition is false with these inputs over the role's defaults, vars
-    and the preflight task's own vars, on a Debian 12 node's facts."""
+    """(refusals, warnings) as gpufleet.cloud.preflight gives them for these
+    inputs over the role's defaults, vars and the preflight task's own vars,
+    on a Debian 12 node's facts: the input checks first (shapes, scalar
+    types, then what else argument_specs says), and only when they pass,
+    the role's own checks, whose messages are those of the checks whose
+    condition is false."""
     scope, role_checks = _preflight(role)
     variables = {"inventory_hostname": "node1", "ansible_facts": FACTS, "ansible_local": {},
                  **_yaml(ROOT / "roles" / role / "defaults" / "main.yml"),
                  **_yaml(ROOT / "roles" / role / "vars" / "main.yml"), "role_path": str(ROOT / "roles" / role),
                  **{k: v for k, v in scope.items() if k != "_common_checks"}, **inputs}
     templar = Templar(loader=DataLoader(), variables=_trusted(variables))
-    refused, warned = [], []
+    spec = _role_inputs.RoleSpec(str(ROOT / "roles" / role), role)
+    values = {}
+    for name in spec.options:
+        if name in variables:
+            try:
+                values[name] = templar.template(_trusted(variables[name]))
+            except Exception:  # pylint: disable=broad-exception-caught
+                continue  # as the action: the role's own use of it names the failure
+    shaped = {k: v for k, v in values.items() if k in spec.shaped_options}
+    scalars = {k: v for k, v in values.items() if k not in spec.shaped_options}
+    refused = _role_inputs.shape_errors(spec, shaped) + _role_inputs.type_errors(spec, scalars)
+    if not refused:
+        refused = _role_inputs.spec_errors(spec, values)
+    if refused:
+        return refused, []
+    warned = []
     for check in role_checks:
         try:
             passed = templar.template(_trusted(check["that"]))
@@ -105,17 +122,6 @@ def evaluate(role: str, inputs: dict) -> tuple[list[str], list[str]]:
             message = " ".join(str(templar.template(_trusted(check["msg"]))).split())
             (warned if check.get("warn") else refused).append(message)
     return refused, warned
-
-
-def spec_errors(role: str, inputs: dict) -> list[str]:
-    """What refuses these inputs before the role's own checks: Ansible's
-    role argument validation (meta/argument_specs.yml), then the
-    preflight's input shapes (a string given for a list)."""
-    spec = _yaml(ROOT / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
-    known = {k: v for k, v in inputs.items() if k in spec}
-    errors = list(ArgumentSpecValidator(spec).validate(known).error_messages)
-    shapes = _role_inputs.RoleSpec(str(ROOT / "roles" / role), role)
-    return errors + list(_role_inputs.shape_errors(shapes, {k: v for k, v in inputs.items() if k in shapes.shaped_options}))
 
 
 def named(role: str, message: str) -> set[str]:

@@ -64,6 +64,10 @@ CASES = {
     "misspelt, strict": {"baseline_ntp_server": ["ntp.example.com"], "gpufleet_strict_inputs": True},
     "strict, not a boolean": {"gpufleet_strict_inputs": "perhaps"},
     "a check fails": {"check_value": 10},
+    # site.yml applies the roles without Ansible's argument validation: the
+    # type check answers in the project's words.
+    "a number with a unit": {"baseline_nofile": "1M"},
+    "a value outside the choices": {"baseline_kernel_apply": "sometimes"},
     "a warning check fails": {"check_value": 1500},
     "two checks fail": {"check_value": 10, "check_second": False},
     "a check and a shape fail": {"check_value": 10, "baseline_packages": "curl"},
@@ -145,6 +149,15 @@ def test_without_facts_the_os_check_says_what_to_do(results):
 def test_a_failed_check_gives_its_message(results):
     r = results["a check fails"]
     assert r.get("failed") and r["msg"] == "baseline_nofile must be at least 1024 (got 10).", r
+
+
+def test_a_scalar_of_the_wrong_type_is_refused_in_the_projects_words(results):
+    r = results["a number with a unit"]
+    assert r.get("failed"), r
+    assert r["msg"].startswith("baseline_nofile must be a whole number (got a string '1M'), for example baseline_nofile: "), r
+    r = results["a value outside the choices"]
+    assert r.get("failed") and r["msg"].startswith("baseline_kernel_apply must be one of "), r
+    assert "(got 'sometimes'), for example baseline_kernel_apply: " in r["msg"] and "_Ansible" not in r["msg"], r
 
 
 def test_a_warning_check_warns_and_does_not_fail(results):

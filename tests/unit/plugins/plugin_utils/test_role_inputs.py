@@ -85,7 +85,8 @@ def test_a_string_for_a_list_is_refused_with_the_list_it_meant():
 
 
 @pytest.mark.parametrize("value, says", [
-    (None, "got null"), (3, "got int 3"), ({"a": 1}, "got dict"), ("", "Write it as a YAML list: baseline_packages: []"),
+    (None, "got null"), (3, "got a whole number 3"), ({"a": 1}, "got a mapping {'a': 1}"),
+    ("", "Write it as a YAML list, for example baseline_packages: []"),
 ])
 def test_other_non_lists_are_refused(value, says):
     (error,) = _role_inputs.shape_errors(spec("baseline"), {"baseline_packages": value})
@@ -97,6 +98,57 @@ def test_a_string_for_a_dictionary_is_refused():
     assert error.startswith("docker_daemon_config: expected a dictionary, got the string 'log-driver=journald'")
     assert _role_inputs.shape_errors(spec("docker"), {"docker_daemon_config": None})[0].endswith(
         "Give a dictionary, {} for none, or remove the line to use the role's default.")
+
+
+def test_a_list_for_a_dictionary_names_no_internal_class():
+    # Ansible's own validation says "_AnsibleTaggedList"; a tagged list is
+    # still a list in words here.
+    from ansible.module_utils._internal._datatag import AnsibleTagHelper  # pylint: disable=import-outside-toplevel
+    from ansible._internal._datatag._tags import Origin  # pylint: disable=import-outside-toplevel
+    tagged = AnsibleTagHelper.tag(["log-driver", "journald"], [Origin(path="/srv/fleet/group_vars/all.yml")])
+    assert type(tagged).__name__.startswith("_Ansible")
+    (error,) = _role_inputs.shape_errors(spec("docker"), {"docker_daemon_config": tagged})
+    assert error == ("docker_daemon_config: expected a dictionary, got a list ['log-driver', 'journald']. Write it as "
+                     "a YAML mapping, for example docker_daemon_config: {key: value, ...}")
+    assert "_Ansible" not in error
+
+
+@pytest.mark.parametrize("option, value, message", [
+    # The issue's: a unit in a number of minutes.
+    ("backup_rpo_minutes", "15m", "backup_rpo_minutes must be a whole number (got a string '15m'), "
+                                  "for example backup_rpo_minutes: 15."),
+    ("backup_rclone", "perhaps", "backup_rclone must be true or false (got a string 'perhaps'), "
+                                 "for example backup_rclone: false."),
+    ("backup_repository_bucket", ["a", "b"], "backup_repository_bucket must be a string (got a list ['a', 'b']), "
+                                             "for example backup_repository_bucket: 'text'."),
+    ("backup_rpo_minutes", True, "backup_rpo_minutes must be a whole number (got true or false True), "
+                                 "for example backup_rpo_minutes: 15."),
+    # A secret's value is never shown, even mistyped.
+    ("backup_password", {"a": 1}, "backup_password must be a string (got a mapping <hidden: no_log>)"),
+    ("backup_s3_secret_access_key", ["wJalrXUt"], "backup_s3_secret_access_key must be a string (got a list "
+                                                  "<hidden: no_log>)"),
+])
+def test_a_scalar_of_the_wrong_type_is_named_in_the_projects_words(option, value, message):
+    (error,) = _role_inputs.type_errors(spec("backup"), {option: value})
+    assert error.startswith(message), error
+
+
+def test_a_value_outside_the_choices_lists_them():
+    (error,) = _role_inputs.type_errors(spec("docker"), {"docker_source": "snap"})
+    assert error.startswith("docker_source must be one of ") and "(got 'snap'), for example docker_source: " in error
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_roles_defaults_pass_the_type_check(role):
+    s = spec(role)
+    defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+    # Templated defaults are left out: their value is the play's.
+    plain = {k: v for k, v in defaults.items() if k in s.options and not (isinstance(v, str) and "{{" in v)}
+    assert _role_inputs.type_errors(s, plain) == []
+
+
+def test_numbers_given_as_strings_pass_as_ansible_takes_them():
+    assert _role_inputs.type_errors(spec("backup"), {"backup_rpo_minutes": "15", "backup_rclone": "yes"}) == []
 
 
 def test_lists_and_tuples_pass_and_unset_options_are_not_checked():
@@ -141,3 +193,34 @@ def test_every_entry_point_counts():
 def test_a_role_without_argument_specs_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="no meta/argument_specs.yml"):
         _role_inputs.RoleSpec(str(tmp_path), "nothing")
+
+
+@pytest.mark.parametrize("rules, says", [
+    ([{"proto": "tcp", "cidrs": ["10.0.0.0/8"]}], "missing required arguments: port found in security_firewall_rules"),
+    ([{"port": 8080, "proto": "icmp", "cidrs": ["10.0.0.0/8"]}],
+     "value of proto must be one of: tcp, udp, got: icmp found in security_firewall_rules"),
+])
+def test_suboptions_are_still_validated_without_ansibles_check(rules, says):
+    # site.yml applies the roles with rolespec_validate: false; what only
+    # argument_specs says of a list's elements is said by the preflight.
+    (error,) = _role_inputs.spec_errors(spec("security"), {"security_firewall_rules": rules})
+    assert error.startswith(says) and error.endswith(
+        ", for example security_firewall_rules: [{port: 8080, cidrs: [10.0.0.0/8]}]."), error
+
+
+def test_a_missing_required_option_is_named():
+    (error,) = _role_inputs.spec_errors(spec("pull"), {})
+    assert error.startswith("missing required arguments: pull_repo_url"), error
+
+
+def test_top_level_types_are_left_to_the_projects_own_messages():
+    assert _role_inputs.spec_errors(spec("backup"), {"backup_rpo_minutes": "15m"}) == []
+
+
+@pytest.mark.parametrize("raw, plain", [
+    ("argument 'x' is of type <class '_AnsibleTaggedList'> and we were unable to convert to dict",
+     "argument 'x' is of type list and we were unable to convert to dict"),
+    ("elements of type _AnsibleTaggedStr found", "elements of type str found"),
+])
+def test_internal_class_names_become_plain_words(raw, plain):
+    assert _role_inputs._plain(raw) == plain  # pylint: disable=protected-access

@@ -16,6 +16,10 @@ REFUSED = {
     "negative node cap": ({"guard_node_cap": -5}, {"guard_node_cap"}, "got -5"),
     "price not a number": ({"guard_price_per_hour": "cheap"}, {"guard_price_per_hour"}, "got cheap"),
     "poll of zero seconds": ({"guard_poll_seconds": 0}, {"guard_poll_seconds"}, "got 0"),
+    # A one-minute window read every 30 s holds two polls; every 60 s, one.
+    "idle window of one poll": ({"guard_idle_window_minutes": 1, "guard_poll_seconds": 30},
+                                {"guard_idle_window_minutes", "guard_poll_seconds"},
+                                "the window must hold at least two polls"),
     "negative grace": ({"guard_idle_grace_minutes": -1}, {"guard_idle_grace_minutes"}, "got -1"),
     "alarm ratio above 1": ({"guard_budget_alarm_ratio": 1.5}, {"guard_budget_alarm_ratio"}, "got 1.5"),
     "relative marker path": ({"guard_marker_path": "event.json"}, {"guard_marker_path"}, "got 'event.json'"),

@@ -7,7 +7,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import _project
+from . import _exit, _project
 from .guard import _command as guard_command
 from .lab import Lab, PodmanError
 
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "drift" and drift_command is None:
         # Whatever its options: without the collection, none can work.
         print(f"gpufleet drift: {_DRIFT_UNAVAILABLE}", file=sys.stderr)
-        return 1
+        return _exit.USAGE
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command in ("drift", "guard"):
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             project = _project.locate()
         except _project.CollectionNotFound as exc:
             print(f"gpufleet {args.command}: {exc}", file=sys.stderr)
-            return 1
+            return _exit.USAGE
         if args.command == "guard":
             return guard_command.run(project.collection, args)
         return drift_command.run(project.collection, args, workdir=project.workdir)
@@ -145,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{r['name']:<18} {r['endpoint']:<18} {r['state']:<10} ssh {r['ssh']}")
         except (PodmanError, TimeoutError, ValueError, RuntimeError) as exc:  # CollectionNotFound too
             print(f"gpufleet lab {args.action}: {exc}", file=sys.stderr)
-            return 1
-    return 0
+            return _exit.USAGE
+    return _exit.OK
 
 
 if __name__ == "__main__":

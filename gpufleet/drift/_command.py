@@ -12,11 +12,11 @@ from pathlib import Path
 from . import _fix, _history, _peers, _runner, _waivers
 from ._model import EXIT_FAILED, load_report
 from ._render_html import html
+from .. import _exit
 from ._render_junit import junit
 from ._render_text import table
 
-# Not a bit of the drift bitmask: the command could not run as asked.
-EXIT_USAGE = 1
+EXIT_USAGE = _exit.USAGE
 
 EPILOG = """\
 exit status: a bitmask, so one run can report several things at once

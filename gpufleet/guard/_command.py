@@ -11,12 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from .. import _ansible
+from .. import _ansible, _exit
 from ._status import NO_GUARD, REPORTING, UNREACHABLE, UNREADABLE, NodeGuard, from_metrics
 
 TASK = "Read the guard's metrics"
-# A bitmask, as gpufleet drift's: 0 every node reported.
-EXIT_OK, EXIT_USAGE, EXIT_NOT_REPORTING, EXIT_UNREACHABLE = 0, 1, 4, 8
+EXIT_OK, EXIT_USAGE, EXIT_NOT_REPORTING, EXIT_UNREACHABLE = _exit.OK, _exit.USAGE, _exit.FAILED, _exit.UNREACHABLE
 
 EPILOG = """\
 exit status: a bitmask

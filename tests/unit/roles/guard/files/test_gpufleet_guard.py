@@ -259,4 +259,17 @@ def test_gpufleet_guard_status_reads_what_the_daemon_writes(tmp_path):
     assert (seen.budget, seen.spend, seen.spend_cap) == ("ok", 0.1, 10.0)
     assert (seen.job_spend, seen.job_spend_cap) == (None, None)
     assert (seen.last_event, seen.last_action, seen.checkpoint_landed) == ("spot", "none", None)
-    assert seen.last_poll_at == clock.now
+    assert seen.last_poll_at == clock.now and seen.priced is True
+
+
+def test_gpufleet_guard_status_reads_whether_a_price_is_known(tmp_path):
+    # A price given: priced; none: "no price known", never an unknown spend alone.
+    from gpufleet.guard._command import row
+    from gpufleet.guard._status import from_metrics
+
+    make(tmp_path, budget={"price_per_hour": 3.6}).poll()
+    assert from_metrics("n1", metrics(tmp_path)).priced is True
+    make(tmp_path, budget={"price_per_hour": None, "node_cap": None}).poll()
+    seen = from_metrics("n1", metrics(tmp_path))
+    assert seen.priced is False and seen.capped is False
+    assert row(seen, now=seen.last_poll_at)[4] == "no price known, no cap set"

@@ -210,7 +210,7 @@ LAB_ROLES_JOBS ?= 2
 # half, after the fleet's tests, to balance the halves; the end-to-end
 # checkpoint test runs in lab-roles, since the fleet half became the longer
 # one (1,145 s against 998 s, docs/test-times.md). As a third process beside
-# the two halves (stop 31) the guard's tests took 1,148 s against 353 s
+# the two halves the guard's tests took 1,148 s against 353 s
 # alone, and slowed lab-fleet from about 830 s to 1,229 s: on two CPUs,
 # three processes that converge nodes only wait on each other.
 LAB_GUARD_TESTS = tests/integration/roles/guard/test_checkpoint_resume.py \

@@ -1,4 +1,4 @@
-"""Checkpoint and resume, end to end (issue 18): a training job runs on a
+"""Checkpoint and resume, end to end: a training job runs on a
 node (examples/toy_train.py); the node's AWS metadata service (the loopback
 emulator, tests/emulators/instance_metadata.py) announces a spot
 interruption; the guard signals the job, which saves its checkpoint and

@@ -1,5 +1,5 @@
-"""The guard's triggers against each cloud's emulators, on one lab node
-(issue 18), each ending in the final action ``stop`` through that cloud's
+"""The guard's triggers against each cloud's emulators, on one lab node,
+each ending in the final action ``stop`` through that cloud's
 official SDK, which the role installs on the node, against that cloud's
 API emulator on this machine:
 

@@ -1,4 +1,5 @@
-"""The listing faults of issue 17 through the four inventory plugins: what
+"""Listing faults (no private address, a page that fails part way, an empty
+region, duplicate names, odd tags) through the four inventory plugins: what
 becomes of each instance as a host, and what the inventory says about
 those it leaves out."""
 

@@ -1,7 +1,6 @@
-"""The listing faults of issue 17, each against each cloud's emulator
-through the real SDK: an instance without a private address, a page that
-fails part-way, a region that hangs, an empty region, duplicate names and
-odd tags. In every case no instance is lost without a word."""
+"""Listing faults, each against each cloud's emulator through the real
+SDK: an instance without a private address, a page that fails part-way, a
+region that hangs, an empty region, duplicate names and odd tags. In every case no instance is lost without a word."""
 
 from __future__ import annotations
 

@@ -164,13 +164,30 @@ def cuda_packages(toolkit, source, platform, default_components, table):
     return packages
 
 
-def nccl_busbw_threshold(gpu_name, table, fallback=0):
+# Minimum all_reduce_perf bus bandwidth (GB/s) on one node with all its
+# GPUs, first matching model wins: about three quarters of what a healthy
+# HGX board reaches. The one table the nccl role's test and node_health's
+# NCCL check both read; measure your own fleet and tighten it (the roles
+# take a table of their own).
+NCCL_MIN_BUSBW_BY_MODEL = {
+    "H100 80GB HBM3|H100-SXM|H200": 360,
+    "H800": 150,
+    "A100-SXM": 180,
+    "A800-SXM": 120,
+    "H100 NVL|H100 PCIe|A100-PCIE|L40S|L40|L4|A10|T4": 10,
+}
+# For a model no entry matches.
+NCCL_FALLBACK_BUSBW = 1
+
+
+def nccl_busbw_threshold(gpu_name, table=None, fallback=None):
     """Minimum all_reduce bus bandwidth (GB/s) for a GPU model: the first
-    entry of table (pattern: GB/s, in order) whose pattern matches."""
-    for pattern, value in (table or {}).items():
+    entry of table (pattern: GB/s, in order) whose pattern matches; an
+    empty or no table is the built-in one."""
+    for pattern, value in (table or NCCL_MIN_BUSBW_BY_MODEL).items():
         if re.search(pattern, str(gpu_name or ""), re.I):
             return float(value)
-    return float(fallback)
+    return float(NCCL_FALLBACK_BUSBW if fallback is None else fallback)
 
 
 class FilterModule:

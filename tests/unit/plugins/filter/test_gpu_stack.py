@@ -181,6 +181,26 @@ def test_busbw_threshold_per_model_with_a_fallback(name, threshold):
     assert f.nccl_busbw_threshold(name, BUSBW, 5) == threshold
 
 
+@pytest.mark.parametrize("name, threshold", [
+    ("NVIDIA H100 80GB HBM3", 360.0), ("NVIDIA H200", 360.0), ("NVIDIA A100-SXM4-80GB", 180.0),
+    ("NVIDIA A800-SXM4-80GB", 120.0), ("NVIDIA L40S", 10.0), ("Tesla T4", 10.0),
+    ("NVIDIA B200", 1.0), ("", 1.0),  # a model the table lacks: the fallback
+])
+def test_without_a_table_the_built_in_one_is_the_one_both_roles_read(name, threshold):
+    assert f.nccl_busbw_threshold(name) == f.nccl_busbw_threshold(name, {}) == threshold
+
+
+def test_the_roles_default_to_the_built_in_table():
+    # One home: neither role carries a copy of the table.
+    import yaml  # pylint: disable=import-outside-toplevel
+    from pathlib import Path  # pylint: disable=import-outside-toplevel
+    roles = Path(__file__).resolve().parents[4] / "roles"
+    nccl = yaml.safe_load((roles / "nccl" / "defaults" / "main.yml").read_text())
+    health = yaml.safe_load((roles / "node_health" / "defaults" / "main.yml").read_text())
+    assert nccl["nccl_tests_min_busbw_by_model"] == {} and nccl["nccl_tests_fallback_busbw"] == f.NCCL_FALLBACK_BUSBW
+    assert health["node_health_nccl_min_busbw_gbps"].endswith("| gpufleet.cloud.nccl_busbw_threshold }}")
+
+
 def test_every_filter_is_exported():
     assert set(f.FilterModule().filters()) == {
         "nvidia_platform",

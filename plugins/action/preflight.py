@@ -115,6 +115,11 @@ class ActionModule(ActionBase):
         # own check would answer first with its raw conversion error.
         scalars = self._scalar_values(spec, task_vars)
         errors.extend(_role_inputs.type_errors(spec, scalars))
+        # The fleet-wide settings every role reads, and renamed options.
+        errors.extend(_role_inputs.fleet_errors(
+            {name: self._templar.template(task_vars[name]) for name in _role_inputs.FLEET_INTS if name in task_vars}))
+        result.setdefault("warnings", []).extend(
+            _role_inputs.renamed_message(old, new) for old, new in _role_inputs.renamed_inputs(spec, task_vars))
         if not errors:
             # What else argument_specs says: required options, elements and
             # suboptions (a firewall rule without its port).

@@ -283,13 +283,51 @@ def type_errors(spec, values):
     return errors
 
 
+# Options renamed (the part after the role's prefix), with the variable
+# that replaces them. The old name is still read for one release: the role
+# passes it on where the new one is not set, and the preflight warns.
+RENAMED = {"apt_cache_valid_time": "gpufleet_apt_cache_valid_time"}
+
+
+def renamed_inputs(spec, names):
+    """(variable, its new name) for every renamed option of the role set."""
+    return [(name, RENAMED[name[len(spec.prefix):]]) for name in sorted(names)
+            if name.startswith(spec.prefix) and name[len(spec.prefix):] in RENAMED]
+
+
+def renamed_message(name, new):
+    return ("%s is renamed: use %s, one setting for every role (%s is still read in this release, where %s "
+            "is not set)." % (name, new, name, new))
+
+
+# Fleet-wide settings every role reads, and what each takes.
+FLEET_INTS = {"gpufleet_apt_cache_valid_time": 3600}
+
+
+def fleet_errors(values):
+    """A message per fleet-wide setting of the wrong type or range."""
+    errors = []
+    for name, example in sorted(FLEET_INTS.items()):
+        if name not in values or values[name] is None:
+            continue
+        try:
+            number = check_type_int(values[name])
+        except (TypeError, ValueError):
+            number = -1
+        if isinstance(values[name], bool) or number < 0:
+            errors.append("%s must be 0 or more seconds (got %s %r), for example %s: %s."
+                          % (name, _kind(values[name]), values[name], name, example))
+    return errors
+
+
 def unknown_inputs(spec, names):
     """(variable, suggestion or None) for every variable with the role's
-    prefix that the role neither accepts nor sets."""
+    prefix that the role neither accepts nor sets (a renamed one is not
+    unknown: see renamed_inputs)."""
     known = sorted(set(spec.options) | spec.outputs)
     found = []
     for name in sorted(names):
-        if not name.startswith(spec.prefix) or spec.is_known(name):
+        if not name.startswith(spec.prefix) or spec.is_known(name) or name[len(spec.prefix):] in RENAMED:
             continue
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
         found.append((name, close[0] if close else None))

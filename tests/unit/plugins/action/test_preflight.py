@@ -68,6 +68,8 @@ CASES = {
     # type check answers in the project's words.
     "a number with a unit": {"baseline_nofile": "1M"},
     "a value outside the choices": {"baseline_kernel_apply": "sometimes"},
+    "a renamed option": {"baseline_apt_cache_valid_time": 600, "gpufleet_strict_inputs": True},
+    "a fleet setting of the wrong kind": {"gpufleet_apt_cache_valid_time": "hourly"},
     "a warning check fails": {"check_value": 1500},
     "two checks fail": {"check_value": 10, "check_second": False},
     "a check and a shape fail": {"check_value": 10, "baseline_packages": "curl"},
@@ -158,6 +160,16 @@ def test_a_scalar_of_the_wrong_type_is_refused_in_the_projects_words(results):
     r = results["a value outside the choices"]
     assert r.get("failed") and r["msg"].startswith("baseline_kernel_apply must be one of "), r
     assert "(got 'sometimes'), for example baseline_kernel_apply: " in r["msg"] and "_Ansible" not in r["msg"], r
+
+
+def test_a_renamed_option_warns_even_when_strict_and_a_fleet_setting_is_checked(results):
+    r = results["a renamed option"]
+    assert not r.get("failed") and r["unknown_inputs"] == [], r
+    assert r["warnings"] == ["baseline_apt_cache_valid_time is renamed: use gpufleet_apt_cache_valid_time, one setting "
+                             "for every role (baseline_apt_cache_valid_time is still read in this release, where "
+                             "gpufleet_apt_cache_valid_time is not set)."], r
+    r = results["a fleet setting of the wrong kind"]
+    assert r.get("failed") and r["msg"].startswith("gpufleet_apt_cache_valid_time must be 0 or more seconds"), r
 
 
 def test_a_warning_check_warns_and_does_not_fail(results):

@@ -224,3 +224,29 @@ def test_top_level_types_are_left_to_the_projects_own_messages():
 ])
 def test_internal_class_names_become_plain_words(raw, plain):
     assert _role_inputs._plain(raw) == plain  # pylint: disable=protected-access
+
+
+def test_a_renamed_option_is_still_read_and_named_with_its_new_name():
+    s = spec("baseline")
+    names = ["baseline_apt_cache_valid_time", "baseline_packages"]
+    assert _role_inputs.renamed_inputs(s, names) == [("baseline_apt_cache_valid_time", "gpufleet_apt_cache_valid_time")]
+    # Not also "not an option" (nor an error under gpufleet_strict_inputs).
+    assert _role_inputs.unknown_inputs(s, names) == []
+    assert _role_inputs.renamed_message("baseline_apt_cache_valid_time", "gpufleet_apt_cache_valid_time").startswith(
+        "baseline_apt_cache_valid_time is renamed: use gpufleet_apt_cache_valid_time")
+
+
+@pytest.mark.parametrize("value, ok", [(3600, True), ("600", True), (0, True), (-1, False), ("hourly", False),
+                                       (True, False)])
+def test_the_fleet_wide_index_time_is_checked_once_for_every_role(value, ok):
+    errors = _role_inputs.fleet_errors({"gpufleet_apt_cache_valid_time": value})
+    assert (errors == []) == ok
+    if not ok:
+        assert errors[0].startswith("gpufleet_apt_cache_valid_time must be 0 or more seconds (got ")
+        assert errors[0].endswith("for example gpufleet_apt_cache_valid_time: 3600.")
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_no_role_keeps_an_index_time_of_its_own(role):
+    # One refresh a run and node: one setting, gpufleet_apt_cache_valid_time.
+    assert not [o for o in spec(role).options if o.endswith("_apt_cache_valid_time") and not o.startswith("_")]

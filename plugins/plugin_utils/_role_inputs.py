@@ -28,6 +28,7 @@ import re
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.validation import check_type_bool, check_type_float, check_type_int
+from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
 from ansible.module_utils.errors import ArgumentTypeError, ArgumentValueError
 
 # The role's own outputs are variables with its prefix too (set_fact in its
@@ -272,6 +273,14 @@ def type_errors(spec, values):
         if not wrong and kind in ("int", "float") and isinstance(value, bool):
             wrong = True
         choices = option_spec.get("choices")
+        if choices and kind == "str" and str(value) in ("True", "False"):
+            # YAML reads a bare no or yes as a boolean: Ansible's validation
+            # maps it back where exactly one choice is such a word, and so
+            # does this (sshd's PermitRootLogin no).
+            words = BOOLEANS_TRUE if str(value) == "True" else BOOLEANS_FALSE
+            overlap = [c for c in choices if c in words]
+            if len(overlap) == 1:
+                converted = overlap[0]
         if wrong:
             errors.append("%s must be %s (got %s %s), for example %s: %s."
                           % (option, words, _kind(value), _shown(spec, option, value), option,

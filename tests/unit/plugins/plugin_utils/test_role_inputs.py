@@ -133,6 +133,18 @@ def test_a_scalar_of_the_wrong_type_is_named_in_the_projects_words(option, value
     assert error.startswith(message), error
 
 
+@pytest.mark.parametrize("value", [False, "no", "False"])
+def test_a_bare_yaml_no_is_the_choice_it_meant_as_ansible_takes_it(value):
+    # security_ssh_permit_root_login: no (unquoted) is a boolean in YAML.
+    assert _role_inputs.type_errors(spec("security"), {"security_ssh_permit_root_login": value}) == []
+
+
+def test_a_boolean_no_choice_takes_is_still_refused():
+    (error,) = _role_inputs.type_errors(spec("security"), {"security_ssh_permit_root_login": True})
+    assert error.startswith("security_ssh_permit_root_login must be one of no, prohibit-password, "
+                            "forced-commands-only (got True)"), error
+
+
 def test_a_value_outside_the_choices_lists_them():
     (error,) = _role_inputs.type_errors(spec("docker"), {"docker_source": "snap"})
     assert error.startswith("docker_source must be one of ") and "(got 'snap'), for example docker_source: " in error

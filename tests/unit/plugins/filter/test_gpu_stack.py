@@ -198,7 +198,7 @@ def test_the_roles_default_to_the_built_in_table():
     nccl = yaml.safe_load((roles / "nccl" / "defaults" / "main.yml").read_text())
     health = yaml.safe_load((roles / "node_health" / "defaults" / "main.yml").read_text())
     assert nccl["nccl_tests_min_busbw_by_model"] == {} and nccl["nccl_tests_fallback_busbw"] == f.NCCL_FALLBACK_BUSBW
-    assert health["node_health_nccl_min_busbw_gbps"].endswith("| gpufleet.cloud.nccl_busbw_threshold }}")
+    assert health["node_health_nccl_min_busbw_gbps"].strip().endswith("| gpufleet.cloud.nccl_busbw_threshold }}")
 
 
 def test_every_filter_is_exported():

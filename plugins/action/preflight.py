@@ -69,17 +69,19 @@ class ActionModule(ActionBase):
                 (warned if warn else failed).append(message)
         return failed, warned
 
-    def _scalar_values(self, spec, task_vars):
-        """The templated values of the role's scalar options that are set.
-        One whose template fails is left to the role, whose own use of it
-        names the failure."""
+    def _option_values(self, spec, task_vars):
+        """The templated values of the role's options that are set. A list
+        or dict option whose template fails fails the task; a scalar one is
+        left to the role, whose own use of it names the failure."""
         values = {}
+        shaped = set(spec.shaped_options)
         for name in spec.options:
-            if name in task_vars and name not in spec.shaped_options:
+            if name in task_vars:
                 try:
                     values[name] = self._templar.template(task_vars[name])
                 except AnsibleError:
-                    continue
+                    if name in shaped:
+                        raise
         return values
 
     def run(self, tmp=None, task_vars=None):
@@ -108,22 +110,15 @@ class ActionModule(ActionBase):
                     manager or "an unknown service manager",
                     "" if facts else " (no facts were gathered: keep gather_facts on for this play)"))
 
-        values = {name: self._templar.template(task_vars[name]) for name in spec.shaped_options if name in task_vars}
-        errors.extend(_role_inputs.shape_errors(spec, values))
-        # The scalar options' types, in the project's words, for plays that
-        # apply the roles with rolespec_validate: false (site.yml): Ansible's
-        # own check would answer first with its raw conversion error.
-        scalars = self._scalar_values(spec, task_vars)
-        errors.extend(_role_inputs.type_errors(spec, scalars))
-        # The fleet-wide settings every role reads, and renamed options.
-        errors.extend(_role_inputs.fleet_errors(
-            {name: self._templar.template(task_vars[name]) for name in _role_inputs.FLEET_INTS if name in task_vars}))
+        # Shapes, types and choices in the project's words, for plays that
+        # apply the roles with rolespec_validate: false (site.yml), where
+        # Ansible's own check would answer with its raw conversion error;
+        # the fleet-wide settings every role reads; then what else
+        # argument_specs says (a firewall rule without its port).
+        fleet = {name: self._templar.template(task_vars[name]) for name in _role_inputs.FLEET_INTS if name in task_vars}
+        errors.extend(_role_inputs.input_errors(spec, self._option_values(spec, task_vars), fleet))
         result.setdefault("warnings", []).extend(
             _role_inputs.renamed_message(old, new) for old, new in _role_inputs.renamed_inputs(spec, task_vars))
-        if not errors:
-            # What else argument_specs says: required options, elements and
-            # suboptions (a firewall rule without its port).
-            errors.extend(_role_inputs.spec_errors(spec, {**scalars, **values}))
 
         if not errors:
             failed, warned = self._failed_checks(task_vars.get("_common_checks") or [])

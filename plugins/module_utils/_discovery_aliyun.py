@@ -199,9 +199,10 @@ def record_from_instance(region, inst, type_info=None):
     # GPUAmount missing or null is GPU data missing: the type's, if its
     # lookup had them, else unknown (never 0, which is "no GPU").
     gpu_source = "api"
-    count = gpus(inst.gpuspec or type_info.get("model"), inst.gpuamount)
+    spec = inst.gpuspec or type_info.get("model")
+    count = gpus(spec, inst.gpuamount)
     if count is not None:
-        gpu = gr.gpu_info(inst.gpuspec or type_info.get("model"), count, type_info.get("memory_mib"))
+        gpu = gr.gpu_info(spec, count, type_info.get("memory_mib"))
     elif type_info.get("count") is not None:
         gpu = gr.gpu_info(type_info.get("model"), type_info["count"], type_info.get("memory_mib"))
     else:

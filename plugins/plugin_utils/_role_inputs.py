@@ -160,19 +160,27 @@ _SCALARS = {
 }
 
 
-def _example(option_spec, kind):
+def _default_example(option_spec, quote):
+    """The option's default as an example, or None where it gives none
+    (empty, or a template): YAML's true and false, a string quoted or not."""
     default = option_spec.get("default")
+    if default in (None, "", [], {}) or (isinstance(default, str) and "{{" in default):
+        return None
+    if isinstance(default, bool):
+        return str(default).lower()
+    return repr(default) if quote and isinstance(default, str) else str(default)
+
+
+def _example(option_spec, kind):
     choices = option_spec.get("choices")
     if choices:
         return repr(choices[0]) if isinstance(choices[0], str) else str(choices[0]).lower()
-    if default not in (None, "", [], {}) and not (isinstance(default, str) and "{{" in default):
-        return str(default).lower() if isinstance(default, bool) else repr(default) if isinstance(default, str) \
-            else str(default)
-    return _SCALARS[kind][2]
+    default = _default_example(option_spec, quote=True)
+    return _SCALARS[kind][2] if default is None else default
 
 
 _CLASS = re.compile(r"<class '([A-Za-z_.]+)'>|\b_?Ansible[A-Za-z]*?(List|Dict|Str|Int|Float|Bool)\b")
-_CLASS_WORDS = {"list": "list", "dict": "dict", "str": "str", "int": "int", "float": "float", "bool": "bool"}
+_CLASS_WORDS = ("list", "dict", "str", "int", "float", "bool")
 
 
 def _plain(message):
@@ -184,6 +192,20 @@ def _plain(message):
                 return known
         return "value"
     return _CLASS.sub(words, message)
+
+
+def input_errors(spec, values, fleet=None):
+    """What refuses a role's inputs before its own checks, in the order the
+    preflight gives it: lists and dicts of another shape, scalars of the
+    wrong type or choice, the fleet-wide settings in ``fleet``, and only
+    when all of those pass, what else argument_specs says (spec_errors).
+
+    `values` maps the role's options that are set to their templated values."""
+    shaped = set(spec.shaped_options)
+    errors = (shape_errors(spec, {k: v for k, v in values.items() if k in shaped})
+              + type_errors(spec, {k: v for k, v in values.items() if k not in shaped})
+              + fleet_errors(fleet or {}))
+    return errors or spec_errors(spec, values)
 
 
 def spec_errors(spec, values):
@@ -228,9 +250,9 @@ def example_of(option_spec):
     if found:
         value = found.group(1)
         return value if kind != "list" or value.startswith("[") else "[%s]" % value
-    default = option_spec.get("default")
-    if default not in (None, "", [], {}) and not (isinstance(default, str) and "{{" in default):
-        return str(default).lower() if isinstance(default, bool) else str(default)
+    default = _default_example(option_spec, quote=False)
+    if default is not None:
+        return default
     if kind == "list":
         elements = option_spec.get("elements", "str")
         if elements == "dict" and option_spec.get("options"):

@@ -105,11 +105,7 @@ def evaluate(role: str, inputs: dict) -> tuple[list[str], list[str]]:
                 values[name] = templar.template(_trusted(variables[name]))
             except Exception:  # pylint: disable=broad-exception-caught
                 continue  # as the action: the role's own use of it names the failure
-    shaped = {k: v for k, v in values.items() if k in spec.shaped_options}
-    scalars = {k: v for k, v in values.items() if k not in spec.shaped_options}
-    refused = _role_inputs.shape_errors(spec, shaped) + _role_inputs.type_errors(spec, scalars)
-    if not refused:
-        refused = _role_inputs.spec_errors(spec, values)
+    refused = _role_inputs.input_errors(spec, values)
     if refused:
         return refused, []
     warned = []

@@ -42,6 +42,10 @@ description:
     the two differ; a normal run moves it aside the same way, so that
     systemd loads the package's file again. One that replaces a template
     (C(foo@.service)) serves every instance, and is named, not moved.
+  - Where something overrides the unit, the diff's first part puts what
+    systemd runs (C(systemctl show) of each overridden setting) next to what
+    the unit's own file and allowed drop-ins set, before the files that do
+    it.
   - A unit that is not loaded (not installed yet) is no change.
 author: gpufleet developers (@gpufleet)
 requirements:
@@ -53,8 +57,9 @@ attributes:
     support: full
   diff_mode:
     support: full
-    details: Before is each overriding drop-in's content, after is nothing (it is moved aside); for a whole
-      unit file, after is the package's file.
+    details: First the overridden settings as systemd runs them (C(systemctl show)) against the unit's own;
+      then each overriding drop-in's content against nothing (it is moved aside), and for a whole unit file,
+      against the package's file.
   platform:
     platforms: posix
 options:
@@ -136,6 +141,16 @@ kept:
   returned: success
   type: list
   elements: str
+running:
+  description:
+    - Each overridden setting's C(systemctl show) property as systemd runs it (C(TimersCalendar) for
+      C(Timer.OnCalendar), C(TimersMonotonic) for the C(On*Sec) timers, C(EnvironmentFiles) for
+      C(Service.EnvironmentFile), otherwise the key's own name). A timer setting shows both timer
+      lists, since an empty assignment to any of them resets all. Empty when nothing overrides the
+      unit, null when C(systemctl show) failed.
+  returned: success
+  type: dict
+  sample: {"TimersCalendar": "{ OnCalendar=weekly ; next_elapse=Mon 2026-12-07 00:00:00 UTC }"}
 restarted:
   description: Whether this task restarted the unit.
   returned: success
@@ -152,6 +167,19 @@ SUFFIX = ".gpufleet-disabled"
 _LOCAL = ("/etc/systemd/", "/run/systemd/")
 # Where packages put the units they ship.
 _VENDOR = ("/usr/lib/systemd/system", "/lib/systemd/system")
+# The `systemctl show` properties of a Section.Key where the names differ.
+# An empty assignment to any timer setting resets every timer of the unit,
+# monotonic and calendar alike, so a timer's settings show both lists.
+_TIMERS = ("TimersMonotonic", "TimersCalendar")
+_SHOWN_AS = {
+    "Timer.OnCalendar": _TIMERS,
+    "Timer.OnActiveSec": _TIMERS,
+    "Timer.OnBootSec": _TIMERS,
+    "Timer.OnStartupSec": _TIMERS,
+    "Timer.OnUnitActiveSec": _TIMERS,
+    "Timer.OnUnitInactiveSec": _TIMERS,
+    "Service.EnvironmentFile": ("EnvironmentFiles",),
+}
 
 
 def parse_settings(text):
@@ -219,6 +247,42 @@ def find_replacement(fragment, vendor, keys=None, read=None):
     return {"path": fragment, "keys": differ, "content": text, "vendor": vendor} if differ else None
 
 
+def shown_as(keys):
+    """The `systemctl show` properties that these Section.Keys set, in
+    order."""
+    props = []
+    for key in keys:
+        for prop in _SHOWN_AS.get(key, (key.split(".", 1)[-1],)):
+            if prop not in props:
+                props.append(prop)
+    return props
+
+
+def wanted_settings(keys, own_text, allowed_texts):
+    """What the unit's own file, then each allowed drop-in (which replaces
+    a key it sets), gives each of `keys`; an empty value that only resets
+    a list is left out."""
+    wanted = {}
+    for text in [own_text] + list(allowed_texts):
+        for key, values in parse_settings(text or "").items():
+            if key in keys:
+                wanted[key] = [v for v in values if v] or values
+    return wanted
+
+
+def running_diff(name, keys, running, wanted):
+    """The overridden settings as systemd runs them (None: systemctl show
+    failed; a property it leaves out is empty) against the unit's own."""
+    if running is None:
+        header, found = "systemctl show failed: the files below show why", ""
+    else:
+        header = "systemctl show"
+        found = "".join("%s=%s\n" % (p, running.get(p, "(none)")) for p in shown_as(keys))
+    return dict(before_header="%s as systemd runs it (%s)" % (name, header), before=found,
+                after_header="%s as its own file sets it" % name,
+                after="".join("%s=%s\n" % (k, v) for k in keys for v in wanted.get(k) or ["(not set)"]))
+
+
 def _read(path):
     try:
         with open(path) as fh:
@@ -232,6 +296,18 @@ def _show(module, systemctl, name):
                                        "-p", "FragmentPath", "-p", "DropInPaths"])
     if rc != 0:
         module.fail_json(msg="systemctl show %s failed (rc %s): %s" % (name, rc, err.strip()))
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def _running(module, systemctl, name, keys):
+    """`systemctl show` of the properties those keys set; None when it
+    fails, since the files alone already show the override."""
+    argv = [systemctl, "show", name]
+    for prop in shown_as(keys):
+        argv += ["-p", prop]
+    rc, out, _err = module.run_command(argv)
+    if rc != 0:
+        return None
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
@@ -277,7 +353,7 @@ def main():
     name = module.params["name"]
     systemctl = module.get_bin_path("systemctl", required=True)
     props = _show(module, systemctl, name)
-    result = dict(changed=False, overrides=[], moved=[], kept=[], restarted=False)
+    result = dict(changed=False, overrides=[], moved=[], kept=[], restarted=False, running={})
     if props.get("LoadState") != "loaded":
         result["msg"] = "%s is not loaded (%s): nothing overrides it" % (name, props.get("LoadState", "unknown"))
         module.exit_json(**result)
@@ -293,12 +369,17 @@ def main():
     if not overrides:
         module.exit_json(**result)
     result["changed"] = True
+    keys = sorted(set(k for o in overrides for k in o["keys"]))
+    result["running"] = _running(module, systemctl, name, keys)
+    own = _read(replacement["vendor"]) if replacement else (_read(fragment) if fragment else "")
+    wanted = wanted_settings(keys, own, [_read(p) for p in allowed if p in dropins])
     # A drop-in goes (nothing in its place); a whole file gives way to the
     # package's.
-    result["diff"] = [dict(before_header=o["path"], before=o["content"],
-                           after_header=o.get("vendor", o["path"] + SUFFIX),
-                           after=(_read(o["vendor"]) or "") if "vendor" in o else "")
-                      for o in overrides]
+    result["diff"] = [running_diff(name, keys, result["running"], wanted)]
+    result["diff"] += [dict(before_header=o["path"], before=o["content"],
+                            after_header=o.get("vendor", o["path"] + SUFFIX),
+                            after=(_read(o["vendor"]) or "") if "vendor" in o else "")
+                       for o in overrides]
     said = "; ".join("%s overrides %s" % (o["path"], ", ".join(o["keys"])) for o in overrides)
     if module.check_mode:
         result["msg"] = "%s: %s" % (name, said)

@@ -202,7 +202,8 @@ MUTATIONS = (
                 " && printf '[Timer]\\nOnUnitActiveSec=\\nOnCalendar=weekly\\n' > $d/weekly.conf"
                 " && systemctl daemon-reload"),
              (BACKUP + "Move aside the drop-ins that override the backup units [gpufleet-backup.timer]",),
-             "OnCalendar=weekly"),
+             # What systemd runs: the reset dropped the 10-minute timer.
+             "TimersCalendar={ OnCalendar=Mon"),
     Mutation(GPU_NODE, "unit drop-in",
              sh("d=/etc/systemd/system/prometheus-node-exporter.service.d && mkdir -p $d"
                 " && printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/prometheus-node-exporter"

@@ -47,14 +47,21 @@ def dropin(directory, unit, name, text):
 
 
 class FakeSystemd:
-    def __init__(self, monkeypatch, fragment, dropins, active="active", load="loaded"):
+    def __init__(self, monkeypatch, fragment, dropins, active="active", load="loaded", running=None):
         self.calls = []
+        self.asked = []
 
         def run_command(_module, cmd, *args, **kwargs):
             self.calls.append(cmd[1])
-            if cmd[1] == "show":
+            if cmd[1] == "show" and "LoadState" in cmd:
                 return 0, "LoadState=%s\nActiveState=%s\nFragmentPath=%s\nDropInPaths=%s\n" % (
                     load, active, fragment, " ".join(dropins)), ""
+            if cmd[1] == "show":
+                # The properties a running unit shows; None: systemctl fails.
+                self.asked.append([a for a in cmd[3:] if a != "-p"])
+                if running is None:
+                    return 1, "", "Failed to connect to bus"
+                return 0, "".join("%s=%s\n" % (p, running[p]) for p in cmd[3:] if p in running), ""
             if cmd[1] in ("daemon-reload", "restart"):
                 return 0, "", ""
             raise AssertionError(cmd)
@@ -84,16 +91,27 @@ def test_a_drop_in_that_changes_the_schedule_is_reported_in_check_mode(tree, mon
     extra = dropin(etc, "gpufleet-backup.timer", "accuracy.conf", "[Timer]\nAccuracySec=1s\n")
     vendor = dropin(lib, "gpufleet-backup.timer", "vendor.conf", "[Timer]\nOnCalendar=daily\n")
     runtime = dropin(run_dir, "gpufleet-backup.timer", "now.conf", "[Timer]\nPersistent=false\n")
-    fake = FakeSystemd(monkeypatch, etc / "gpufleet-backup.timer", [weekly, extra, vendor, runtime])
+    running = {"TimersCalendar": "{ OnCalendar=weekly ; next_elapse=Mon 2026-12-07 00:00:00 UTC }",
+               "Persistent": "no"}
+    fake = FakeSystemd(monkeypatch, etc / "gpufleet-backup.timer", [weekly, extra, vendor, runtime], running=running)
     out = run(capsys, check=True)
     assert out["changed"] is True
     assert out["overrides"] == [{"path": weekly, "keys": ["Timer.OnCalendar"]},
                                 {"path": runtime, "keys": ["Timer.Persistent"]}]
     assert out["kept"] == [extra]
-    assert out["diff"][0] == {"before_header": weekly, "before": "[Timer]\nOnCalendar=\nOnCalendar=weekly\n",
+    # What systemd runs, from systemctl show, against the unit's own file;
+    # then each file that does it.
+    assert out["running"] == running
+    assert out["diff"][0] == {
+        "before_header": "gpufleet-backup.timer as systemd runs it (systemctl show)",
+        "before": "TimersMonotonic=(none)\nTimersCalendar=%s\nPersistent=no\n" % running["TimersCalendar"],
+        "after_header": "gpufleet-backup.timer as its own file sets it",
+        "after": "Timer.OnCalendar=*:0/10\nTimer.Persistent=true\n"}
+    assert out["diff"][1] == {"before_header": weekly, "before": "[Timer]\nOnCalendar=\nOnCalendar=weekly\n",
                               "after_header": weekly + ".gpufleet-disabled", "after": ""}
     assert "weekly.conf overrides Timer.OnCalendar" in out["msg"]
-    assert fake.calls == ["show"]
+    assert fake.calls == ["show", "show"]
+    assert fake.asked == [["TimersMonotonic", "TimersCalendar", "Persistent"]]
     assert (etc / "gpufleet-backup.timer.d" / "weekly.conf").exists()
 
 
@@ -108,7 +126,7 @@ def test_a_normal_run_moves_each_override_aside_reloads_and_restarts(tree, monke
     assert out["moved"] == [weekly + ".gpufleet-disabled.2"]
     assert not (etc / "gpufleet-backup.timer.d" / "weekly.conf").exists()
     assert (etc / "gpufleet-backup.timer.d" / "weekly.conf.gpufleet-disabled").read_text() == "old\n"
-    assert fake.calls == ["show", "daemon-reload", "restart"]
+    assert fake.calls == ["show", "show", "daemon-reload", "restart"]
 
 
 def test_allowed_drop_ins_stay_and_their_keys_count_as_the_units(tree, monkeypatch, capsys):
@@ -117,9 +135,11 @@ def test_allowed_drop_ins_stay_and_their_keys_count_as_the_units(tree, monkeypat
     own = dropin(etc, "chrony.service", "90-gpufleet-container.conf", "[Service]\nExecStart=\nExecStart=/usr/sbin/chronyd -x\n"
                  "Environment=A=1\n")
     other = dropin(etc, "chrony.service", "50-local.conf", "[Service]\nEnvironment=A=2\n")
-    FakeSystemd(monkeypatch, etc / "chrony.service", [other, own], active="inactive")
+    FakeSystemd(monkeypatch, etc / "chrony.service", [other, own], active="inactive", running={"Environment": "A=2"})
     out = run(capsys, name="chrony.service", allowed=[own])
     assert out["overrides"] == [{"path": other, "keys": ["Service.Environment"]}]
+    # The wanted value is the allowed drop-in's, which the unit's file lacks.
+    assert out["diff"][0]["before"] == "Environment=A=2\n" and out["diff"][0]["after"] == "Service.Environment=A=1\n"
     assert out["restarted"] is False and out["moved"] == [other + ".gpufleet-disabled"]
     assert (etc / "chrony.service.d" / "90-gpufleet-container.conf").exists()
 
@@ -179,7 +199,7 @@ def test_restart_false_moves_and_reloads_but_leaves_the_running_unit_alone(tree,
     out = run(capsys, name="nftables.service", restart=False)
     assert out["changed"] is True and out["restarted"] is False
     assert out["moved"] == [other + ".gpufleet-disabled"]
-    assert fake.calls == ["show", "daemon-reload"]
+    assert fake.calls == ["show", "show", "daemon-reload"]
     assert "not restarted (restart=false): it runs without them from its next start" in out["msg"]
 
 
@@ -192,11 +212,16 @@ def test_a_whole_file_in_place_of_the_packages_is_an_override_and_gives_way_to_i
     FakeSystemd(monkeypatch, etc / "ssh.service", [])
     out = run(capsys, check=True, name="ssh.service", keys=keys)
     assert out["overrides"] == [{"path": str(etc / "ssh.service"), "keys": ["Service.ExecStart"]}]
-    assert out["diff"][0]["after_header"] == str(lib / "ssh.service") and out["diff"][0]["after"] == SSH
+    assert out["diff"][1]["after_header"] == str(lib / "ssh.service") and out["diff"][1]["after"] == SSH
+    # systemctl show failed: the running side says so, the wanted side is
+    # the package's file, and the files still show the override.
+    assert out["running"] is None
+    assert out["diff"][0]["before"] == "" and "systemctl show failed" in out["diff"][0]["before_header"]
+    assert out["diff"][0]["after"] == "Service.ExecStart=/usr/sbin/sshd -D $SSHD_OPTS\n"
     fake = FakeSystemd(monkeypatch, etc / "ssh.service", [])
     out = run(capsys, name="ssh.service", keys=keys)
     assert out["moved"] == [str(etc / "ssh.service") + ".gpufleet-disabled"] and out["restarted"] is True
-    assert not (etc / "ssh.service").exists() and fake.calls == ["show", "daemon-reload", "restart"]
+    assert not (etc / "ssh.service").exists() and fake.calls == ["show", "show", "daemon-reload", "restart"]
 
 
 def test_a_whole_file_that_differs_only_where_nothing_counts_or_is_the_packages_is_no_change(tree, monkeypatch, capsys):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install and configure what the tests, the lab and the demo run on this
-# machine itself (shared/TESTHOSTS.md), then check that every one of those
+# machine itself (docs/testing.md, "Test nodes"), then check that every one of those
 # commands is really there. `make deps` runs it; nothing is installed by hand.
 #
 # COMMANDS is the one list: each host command with the Debian package that

@@ -53,7 +53,7 @@ class Podman:
 
     def run_node(self, node: Node, image: str) -> None:
         if node.gpu_stack:
-            # Docker in a node, as shared/TESTHOSTS.md measured it: a
+            # Docker in a node (docs/testing.md, "Test nodes"): a
             # privileged node with its own cgroup namespace (or nested
             # containers fail on the cgroup mount), and a tmpfs data root
             # (overlay2 cannot stack on the node's own overlay).

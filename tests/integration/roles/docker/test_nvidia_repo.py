@@ -32,7 +32,7 @@ SPEC = "/etc/cdi/nvidia.yaml"
 @pytest.fixture(scope="module")
 def gpu_node(tmp_path_factory):
     # Docker in a node: privileged, its own cgroup namespace and a tmpfs data
-    # root, as the docker Molecule scenario measured (shared/TESTHOSTS.md).
+    # root, as the docker Molecule scenario does (docs/testing.md, "Test nodes").
     with node_container(
         "--privileged", "--cgroupns=private", "--tmpfs=/var/lib/docker:rw,exec,size=4g",
         "--mount", "type=tmpfs,destination=/proc/driver",

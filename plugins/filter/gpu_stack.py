@@ -61,8 +61,6 @@ def nvidia_platform(facts):
     if distribution == "ubuntu":
         version = str(facts.get("distribution_version", "")).replace(".", "")
         return "ubuntu" + version if version in ("2204", "2404") else ""
-    if facts.get("os_family") == "RedHat" and major == "9" and distribution in ("redhat", "rocky", "almalinux"):
-        return "rhel9"
     return ""
 
 
@@ -127,11 +125,7 @@ def nvidia_pin_mismatches(names, version, packages):
     for name in names:
         versions = []
         for entry in (packages or {}).get(name, []):
-            # rpm reports version and release apart; the pin may span both
-            # (NCCL's 2.27.7-1+cuda13.0 is version 2.27.7, release 1+cuda13.0).
             versions.append(entry.get("version", ""))
-            if entry.get("release"):
-                versions.append("%s-%s" % (entry["version"], entry["release"]))
         if versions and not any(fnmatch.fnmatchcase(v, str(version)) for v in versions):
             mismatched.append(name)
     return mismatched

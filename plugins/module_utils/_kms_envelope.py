@@ -21,8 +21,9 @@ import json
 import os
 import tempfile
 
+from ._clouds import CLOUDS as PROVIDERS, listed
+
 FORMAT = "gpufleet-kms-envelope/1"
-PROVIDERS = ("aws", "aliyun", "tencent", "huawei")
 # Connection settings recorded in the envelope (never credentials).
 CONNECTION_FIELDS = ("region", "endpoint", "project_id")
 
@@ -75,7 +76,7 @@ class KmsAdapter:
 class Envelope:
     def __init__(self, provider, key_id, ciphertext, key_bytes, region=None, endpoint=None, project_id=None):
         if provider not in PROVIDERS:
-            raise KmsError("invalid", "unknown KMS provider %r; expected one of %s" % (provider, ", ".join(PROVIDERS)))
+            raise KmsError("invalid", "unknown KMS provider %r; expected %s" % (provider, listed()))
         if not key_id:
             raise KmsError("invalid", "the envelope has no key_id")
         if not ciphertext:

@@ -224,6 +224,7 @@ regions:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
+from ansible_collections.gpufleet.cloud.plugins.module_utils._clouds import CLOUDS
 from ansible_collections.gpufleet.cloud.plugins.module_utils._discovery import (
     ConfigError,
     DiscoveryError,
@@ -258,7 +259,7 @@ def adapter_class(provider):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            provider=dict(type="str", required=True, choices=sorted(CREDENTIAL_NAMES)),
+            provider=dict(type="str", required=True, choices=list(CLOUDS)),
             regions=dict(type="list", elements="str", default=[]),
             endpoint=dict(type="str"),
             iam_endpoint=dict(type="str"),

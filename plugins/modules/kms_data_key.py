@@ -55,7 +55,7 @@ options:
     description: The cloud whose KMS holds the master key.
     type: str
     required: true
-    choices: [aws, aliyun, tencent, huawei]
+    choices: [aliyun, tencent, huawei, aws]
   operation:
     description: What to do with the data key.
     type: str
@@ -181,6 +181,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _kms_client
+from ansible_collections.gpufleet.cloud.plugins.module_utils._clouds import CLOUDS
 from ansible_collections.gpufleet.cloud.plugins.module_utils._kms_envelope import Envelope, KmsError, write_private
 
 
@@ -274,7 +275,7 @@ def reencrypt(module):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            provider=dict(type="str", required=True, choices=["aws", "aliyun", "tencent", "huawei"]),
+            provider=dict(type="str", required=True, choices=list(CLOUDS)),
             operation=dict(type="str", default="generate", choices=["generate", "decrypt", "reencrypt"]),
             path=dict(type="path"),
             envelope=dict(type="str"),

@@ -21,6 +21,7 @@ import subprocess
 import uuid
 
 import pytest
+from ansible_collections.gpufleet.cloud.plugins.module_utils._clouds import CLOUDS
 
 from tests.support.nodes import PODMAN_CONNECTION, node_exec, recap, run_playbook
 
@@ -71,7 +72,7 @@ def node(image: str = "localhost/gpufleet-debian:12", *, privileged: bool = Fals
 
 
 # Every provider _kms_client knows: the snapshot below carries all their SDKs.
-KMS_PROVIDERS = ("aws", "aliyun", "tencent", "huawei")
+KMS_PROVIDERS = CLOUDS
 
 
 def _build_kms_sdk_image(base: str, image: str) -> None:

@@ -39,8 +39,9 @@ from __future__ import annotations
 import json
 import sys
 
+from gpufleet_clouds import CLOUDS, listed
+
 RETRY, REFUSED = 1, 2
-CLOUDS = ("aws", "aliyun", "tencent", "huawei")
 # The states after which there is nothing to stop, in each cloud's own words.
 STOPPED = {
     "aws": {"stopping": "stopping", "stopped": "stopped", "shutting-down": "stopping", "terminated": "stopped"},
@@ -295,7 +296,7 @@ def load_config(config: dict) -> dict:
     """The configuration, checked: a bad one is refused by name (exit 2)."""
     config = dict(config)
     if config.get("cloud") not in CLOUDS:
-        raise StopError(f"cloud must be one of {', '.join(CLOUDS)}, not {config.get('cloud')!r}", retry=False)
+        raise StopError(f"cloud must be {listed()}, not {config.get('cloud')!r}", retry=False)
     for key in ("region", "instance_id"):
         if not config.get(key):
             raise StopError(f"{key} is empty: the guard cannot say which instance to stop", retry=False)

@@ -3,8 +3,9 @@ roles/*/files and are not a package): load them by path, make their imports
 resolve as they do on a node, and stand in for nvidia-smi where no GPU is.
 
 On a node, the gpufleet_kms package is the collection's module_utils (the
-_kms_client role copies it there) and gpufleet_textfile is
-plugins/module_utils/textfile.py installed next to the scripts."""
+_kms_client role copies it there), and gpufleet_textfile and gpufleet_clouds
+are plugins/module_utils/textfile.py and _clouds.py installed next to the
+scripts."""
 
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ def load_script(relative: str):
 # gpufleet_storage imports gpufleet_kms_cli by name, as it does on a node.
 load_helper("_kms_client", "gpufleet_kms_cli.py", "gpufleet_kms_cli")
 _load("gpufleet_textfile", MODULE_UTILS / "textfile.py")
+_load("gpufleet_clouds", MODULE_UTILS / "_clouds.py")
 
 
 @pytest.fixture

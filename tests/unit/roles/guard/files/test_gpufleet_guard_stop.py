@@ -11,6 +11,7 @@ import json
 import pytest
 import yaml
 
+from ansible_collections.gpufleet.cloud.plugins.module_utils import _clouds
 from gpufleet.lab._cloud.aliyun import AliyunEmulator
 from tests.emulators.aws import AwsEmulator
 from tests.emulators.huawei import HuaweiEmulator
@@ -19,6 +20,14 @@ from tests.emulators.tencent import TencentEmulator
 from ...conftest import ROOT, load_helper
 
 stopper = load_helper("guard", "gpufleet_guard_stop.py", "gpufleet_guard_stop")
+notice = load_helper("guard", "gpufleet_guard_notice.py", "gpufleet_guard_notice")
+
+
+def test_the_stop_and_the_notice_know_the_registrys_clouds_and_no_other():
+    # On the node the registry is gpufleet_clouds.py, copied by the role.
+    assert stopper.CLOUDS is _clouds.CLOUDS or stopper.CLOUDS == _clouds.CLOUDS
+    assert set(stopper.STOPPED) == set(_clouds.CLOUDS)
+    assert set(notice.READERS) <= set(_clouds.CLOUDS)
 
 # cloud -> (emulator, region, an instance type it knows, the stop call's
 # action name as the emulator counts it, what the stop was asked for)
@@ -192,7 +201,7 @@ def test_an_answer_without_the_instance_is_unknown_not_stopped_nor_missing(name,
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"cloud": "gcp"}, "cloud must be one of aws, aliyun, tencent, huawei, not 'gcp'"),
+    ({"cloud": "gcp"}, "cloud must be aliyun, tencent, huawei or aws, not 'gcp'"),
     ({"instance_id": ""}, "instance_id is empty"),
     ({"region": None}, "region is empty"),
     ({"credentials": {"access_key_id": "AKID"}}, "credentials need access_key_id and secret_access_key"),

@@ -19,6 +19,7 @@ import json
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
 from ansible_collections.gpufleet.cloud.plugins.test.node import container_node
 
 # One JSON line per port of every RDMA device: its name, its kernel driver
@@ -42,12 +43,31 @@ exit 0
 SUBSETS = (("virtual", "virtualization_type"), ("network", "all_ipv4_addresses"))
 
 
-def gpu_counts(gpu, container):
-    """gpu_count and gpus_on_bus from gpu_facts' facts. /proc/driver is the
-    host's in a container: its GPUs count there only when the container was
-    given the control device."""
-    usable_gpus = (gpu.get("driver_gpus") or []) if (not container or gpu.get("control_device")) else []
-    return {"gpu_count": len(usable_gpus), "gpus_on_bus": len(gpu.get("pci_gpus") or [])}
+def inventory_gpus(gpufleet_gpu):
+    """The inventory's GPU count (gpufleet_gpu.count): a number, a share
+    below 1, or None where the inventory does not know it."""
+    count = (gpufleet_gpu or {}).get("count") if isinstance(gpufleet_gpu, dict) else None
+    try:
+        return None if count in (None, "") else gr.gpu_count(count)
+    except (TypeError, ValueError):
+        return None
+
+
+def gpu_facets(gpu, container, inventory, in_gpu_group=False):
+    """The node's GPU counts, each named by where it comes from, and the one
+    decision of whether it has GPUs, which site.yml and the roles read.
+
+    driver: GPUs the loaded driver runs that this node may use. /proc/driver
+    is the host's in a container: its GPUs count there only when the
+    container was given the control device. bus: NVIDIA GPUs on the PCI bus,
+    with or without a driver. inventory: gpufleet_gpu.count, None unknown.
+    A node has GPUs when the inventory says so (a count above 0, a share
+    included, or the gpu group), when the driver runs some, or when some sit
+    on the bus outside a container (a container sees its host's bus)."""
+    usable = (gpu.get("driver_gpus") or []) if (not container or gpu.get("control_device")) else []
+    facets = {"driver": len(usable), "bus": len(gpu.get("pci_gpus") or []), "inventory": inventory}
+    has = bool(in_gpu_group or (inventory or 0) > 0 or facets["driver"] > 0 or (facets["bus"] > 0 and not container))
+    return {"gpus": facets, "has_gpus": has}
 
 
 class ActionModule(ActionBase):
@@ -77,6 +97,14 @@ class ActionModule(ActionBase):
             return []
         return ports
 
+    def _inventory(self, task_vars):
+        """(gpufleet_gpu.count, membership of the gpu group), templated as
+        the play would read them."""
+        gpufleet_gpu = task_vars.get("gpufleet_gpu")
+        if gpufleet_gpu is not None:
+            gpufleet_gpu = self._templar.template(gpufleet_gpu)
+        return inventory_gpus(gpufleet_gpu), "gpu" in (task_vars.get("group_names") or [])
+
     @staticmethod
     def _json_line(line):
         try:
@@ -95,7 +123,7 @@ class ActionModule(ActionBase):
             # A later gpu_facts (nvidia_driver's, after it loaded the driver)
             # refreshed ansible_facts.gpu: the counts follow it, as a role
             # that looked at the node now would see.
-            counts = gpu_counts(facts.get("gpu") or {}, node.get("container"))
+            counts = gpu_facets(facts.get("gpu") or {}, node.get("container"), *self._inventory(task_vars))
             if any(node.get(key) != value for key, value in counts.items()):
                 result["ansible_facts"] = {"gpufleet_node": dict(node, **counts)}
             result.update(changed=False, msg="read earlier in this run")
@@ -123,7 +151,7 @@ class ActionModule(ActionBase):
         new["gpufleet_node"] = {
             "facts_epoch": epoch,
             "container": container,
-            **gpu_counts(gpu, container),
+            **gpu_facets(gpu, container, *self._inventory(task_vars)),
             "rdma_ports": rdma_ports,
             "rdma_devices": sorted({port["name"] for port in rdma_ports}),
         }

@@ -63,7 +63,9 @@ EXAMPLES = r"""
 
 - name: Use them
   ansible.builtin.debug:
-    msg: "{{ ansible_facts.gpufleet_node.gpu_count }} GPU(s), container: {{ ansible_facts.gpufleet_node.container }}"
+    msg: >-
+      GPUs: {{ ansible_facts.gpufleet_node.has_gpus }} ({{ ansible_facts.gpufleet_node.gpus.driver }} run by the driver),
+      container: {{ ansible_facts.gpufleet_node.container }}
 """
 
 RETURN = r"""
@@ -85,16 +87,35 @@ ansible_facts:
           description: Whether the node is a container sharing its host's kernel (no sysctl, modules, driver or reboot).
           type: bool
           sample: false
-        gpu_count:
+        gpus:
+          description: The node's GPU counts, each named by where it comes from.
+          type: dict
+          contains:
+            driver:
+              description:
+                - GPUs the loaded NVIDIA driver runs (C(/proc/driver/nvidia/gpus)), what a role may use now.
+                  In a container they count only when the container was given C(/dev/nvidiactl), because
+                  C(/proc/driver) is the host's.
+              type: int
+              sample: 8
+            bus:
+              description: NVIDIA GPUs on the PCI bus, with or without a driver.
+              type: int
+              sample: 8
+            inventory:
+              description:
+                - The inventory's C(gpufleet_gpu.count) (a share below 1 for a vGPU or partition), null where the
+                  inventory does not know it.
+              type: raw
+              sample: 8
+        has_gpus:
           description:
-            - GPUs the loaded NVIDIA driver runs (C(/proc/driver/nvidia/gpus)). In a container they count only
-              when the container was given C(/dev/nvidiactl), because C(/proc/driver) is the host's.
-          type: int
-          sample: 8
-        gpus_on_bus:
-          description: NVIDIA GPUs on the PCI bus, with or without a driver.
-          type: int
-          sample: 8
+            - The one decision of whether the node has GPUs, which site.yml (the GPU stack) and the roles read.
+              True when the inventory says so (a count above 0, or the C(gpu) group), when the driver runs GPUs,
+              or when NVIDIA GPUs sit on the PCI bus outside a container (a container sees its host's bus).
+              Unknown counts never make it false on their own.
+          type: bool
+          sample: true
         rdma_ports:
           description:
             - One entry per port of every RDMA device in sysfs, with its name, port, kernel driver and link layer.

@@ -62,7 +62,7 @@ def test_no_document_refers_outside_the_repository(path):
     ("alone, `/tmp/s29/vvv.py`", "a script outside the repository"),
 ])
 def test_each_kind_of_outside_reference_is_found(line, what):
-    assert [kind for _, kind, _ in references_outside(line)] == [what]
+    assert [found[1] for found in references_outside(line)] == [what]
 
 
 @pytest.mark.parametrize("line", [

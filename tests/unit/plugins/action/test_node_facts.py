@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.gpufleet.cloud.plugins.action import node_facts
 from ansible_collections.gpufleet.cloud.plugins.test.node import CONTAINER_TYPES
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -58,7 +59,9 @@ HAS_APT = subprocess.run([NODE_PYTHON, "-c", "import apt"], capture_output=True,
 
 
 def run(tmp_path, *args):
-    local = {"ansible_connection": "local", "ansible_python_interpreter": NODE_PYTHON if HAS_APT else sys.executable}
+    local = {"ansible_connection": "local", "ansible_python_interpreter": NODE_PYTHON if HAS_APT else sys.executable,
+             # As a group_vars file may give it: templated as the play reads it.
+             "gpufleet_gpu": {"count": "{{ 1 + 1 }}"}}
     (tmp_path / "inventory.json").write_text(json.dumps({"all": {"hosts": {"local": local}}}))
     (tmp_path / "play.yml").write_text(PLAY)
     (tmp_path / "library").mkdir()
@@ -93,9 +96,11 @@ def test_the_first_call_reads_the_node(runs, mode):
     first = runs[mode]["First read"]
     node = first["ansible_facts"]["gpufleet_node"]
     assert not first.get("changed") and not first.get("failed"), first
-    assert set(node) == {"facts_epoch", "container", "gpu_count", "gpus_on_bus", "rdma_ports", "rdma_devices"}
-    # This machine has no GPU and no RDMA device: none, not unknown.
-    assert node["gpu_count"] == 0 and node["rdma_ports"] == [] and node["rdma_devices"] == []
+    assert set(node) == {"facts_epoch", "container", "gpus", "has_gpus", "rdma_ports", "rdma_devices"}
+    # This machine has no GPU and no RDMA device: none, not unknown. The
+    # inventory promises two, so it is a GPU node (the driver may come later).
+    assert node["gpus"] == {"driver": 0, "bus": 0, "inventory": 2} and node["has_gpus"] is True
+    assert node["rdma_ports"] == [] and node["rdma_devices"] == []
     # The setup facts come as setup names them (ansible_*); the play reads
     # them without the prefix.
     facts = first["ansible_facts"]
@@ -119,8 +124,38 @@ def test_the_gpu_counts_follow_a_later_read_of_the_gpus(runs, mode):
     third = runs[mode]["Third read"]
     assert third.get("msg") == "read earlier in this run", third
     node = third["ansible_facts"]["gpufleet_node"]
-    assert node["gpu_count"] == 1 and node["gpus_on_bus"] == 1, node
-    # Only the counts change: the rest is what the first call read.
+    assert node["gpus"] == {"driver": 1, "bus": 1, "inventory": 2} and node["has_gpus"] is True, node
+    # Only the GPUs change: the rest is what the first call read.
     first = runs[mode]["First read"]["ansible_facts"]["gpufleet_node"]
-    assert {k: v for k, v in node.items() if k not in ("gpu_count", "gpus_on_bus")} == {
-        k: v for k, v in first.items() if k not in ("gpu_count", "gpus_on_bus")}
+    assert {k: v for k, v in node.items() if k not in ("gpus", "has_gpus")} == {
+        k: v for k, v in first.items() if k not in ("gpus", "has_gpus")}
+
+
+NO_GPU = {"driver_gpus": [], "pci_gpus": [], "control_device": False}
+ON_BUS = {"driver_gpus": [], "pci_gpus": ["0000:01:00.0"], "control_device": False}
+RUNNING = {"driver_gpus": ["0000:01:00.0"], "pci_gpus": ["0000:01:00.0"], "control_device": False}
+
+
+@pytest.mark.parametrize("gpu, container, inventory, group, has", [
+    (NO_GPU, False, None, False, False),  # nothing says GPUs; unknown is not a yes
+    (NO_GPU, False, 0, False, False),
+    (NO_GPU, False, 8, False, True),  # the inventory says so; no driver yet
+    (NO_GPU, False, 0.25, False, True),  # a vGPU share is a GPU node
+    (NO_GPU, False, None, True, True),  # the gpu group
+    (ON_BUS, False, None, False, True),  # on the bus, no driver yet (gpu_unknown)
+    (ON_BUS, True, None, False, False),  # a container sees its host's bus
+    (RUNNING, True, None, False, False),  # and its host's /proc/driver
+    (dict(RUNNING, control_device=True), True, None, False, True),  # unless given the GPU
+])
+def test_one_decision_of_whether_a_node_has_gpus(gpu, container, inventory, group, has):
+    facets = node_facts.gpu_facets(gpu, container, inventory, group)
+    assert facets["has_gpus"] is has
+    assert facets["gpus"]["inventory"] == inventory and facets["gpus"]["bus"] == len(gpu["pci_gpus"])
+
+
+@pytest.mark.parametrize("gpufleet_gpu, count", [
+    ({"count": 8}, 8), ({"count": "0.25"}, 0.25), ({"count": None}, None), ({}, None), (None, None),
+    ({"count": "many"}, None), ("8", None),
+])
+def test_the_inventory_count_is_a_number_or_unknown(gpufleet_gpu, count):
+    assert node_facts.inventory_gpus(gpufleet_gpu) == count

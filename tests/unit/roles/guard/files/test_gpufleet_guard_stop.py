@@ -25,9 +25,10 @@ notice = load_helper("guard", "gpufleet_guard_notice.py", "gpufleet_guard_notice
 
 def test_the_stop_and_the_notice_know_the_registrys_clouds_and_no_other():
     # On the node the registry is gpufleet_clouds.py, copied by the role.
-    assert stopper.CLOUDS is _clouds.CLOUDS or stopper.CLOUDS == _clouds.CLOUDS
+    assert stopper.CLOUDS == _clouds.CLOUDS
     assert set(stopper.STOPPED) == set(_clouds.CLOUDS)
     assert set(notice.READERS) <= set(_clouds.CLOUDS)
+
 
 # cloud -> (emulator, region, an instance type it knows, the stop call's
 # action name as the emulator counts it, what the stop was asked for)

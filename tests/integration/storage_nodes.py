@@ -14,14 +14,15 @@ import contextlib
 import fcntl
 import glob
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cloud.plugins.module_utils._clouds import CLOUDS
 
 from tests.support.nodes import PODMAN_CONNECTION, node_exec, recap, run_playbook
 
@@ -71,8 +72,18 @@ def node(image: str = "localhost/gpufleet-debian:12", *, privileged: bool = Fals
         detach_loops_of(name)
 
 
+def _registry_clouds():
+    # The collection's registry of clouds, read from its file: the lab tests
+    # do not put the checkout on the collection path.
+    path = Path(__file__).resolve().parents[2] / "plugins/module_utils/_clouds.py"
+    spec = importlib.util.spec_from_file_location("gpufleet_clouds", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CLOUDS
+
+
 # Every provider _kms_client knows: the snapshot below carries all their SDKs.
-KMS_PROVIDERS = CLOUDS
+KMS_PROVIDERS = _registry_clouds()
 
 
 def _build_kms_sdk_image(base: str, image: str) -> None:

@@ -5,13 +5,18 @@ how the fault tests make KMS unreachable."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from ansible.plugins.loader import init_plugin_loader
+from ansible.utils.collection_loader import AnsibleCollectionConfig
 
 ROOT = Path(__file__).resolve().parents[4]
-sys.path.insert(0, str(ROOT / "collections"))
+# Through Ansible's own collection loader, as tests/unit/conftest.py does: a
+# plain sys.path entry would leave gpufleet.cloud without its metadata for
+# the CLI's drift model, which a lab run that collects both imports after.
+if AnsibleCollectionConfig.collection_finder is None:
+    init_plugin_loader([str(ROOT / "collections"), str(ROOT / ".collections")])
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _kms_client  # noqa: E402
 from ansible_collections.gpufleet.cloud.plugins.module_utils._kms_envelope import Envelope  # noqa: E402

@@ -108,7 +108,9 @@ class ActionModule(ActionBase):
                 errors.append("%s supports Debian and Ubuntu with systemd; %s runs %s with %s%s." % (
                     role, task_vars.get("inventory_hostname", "this node"), facts.get("distribution", "unknown"),
                     manager or "an unknown service manager",
-                    "" if facts else " (no facts were gathered: keep gather_facts on for this play)"))
+                    # The roles read more of the node themselves, but not
+                    # these: the play's own fact gathering gives them.
+                    "" if family and manager else " (no facts were gathered: keep gather_facts on for this play)"))
 
         # Shapes, types and choices in the project's words, for plays that
         # apply the roles with rolespec_validate: false (site.yml), where

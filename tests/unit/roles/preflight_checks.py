@@ -14,6 +14,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
+from ansible_collections.gpufleet.cloud.plugins.action import node_facts
 from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _role_inputs
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -49,7 +50,7 @@ FACTS = {
     # _common's GPU facts of a node without a GPU or driver yet.
     "gpu": {"count": 0, "gpus": [], "pci_gpus": [], "pci_nvswitches": [], "error": "nvidia-smi: not found",
             "cuda_version": None, "loaded_module_version": None},
-    "gpufleet_node": {"container": False},
+    "gpufleet_node": {"container": False, "gpus": {"driver": 0, "bus": 0, "inventory": None}, "has_gpus": False},
 }
 
 
@@ -92,7 +93,10 @@ def evaluate(role: str, inputs: dict) -> tuple[list[str], list[str]]:
     the role's own checks, whose messages are those of the checks whose
     condition is false."""
     scope, role_checks = _preflight(role)
-    variables = {"inventory_hostname": "node1", "ansible_facts": FACTS, "ansible_local": {},
+    # node_facts' reading of the inventory: a case's gpufleet_gpu counts.
+    facts = dict(FACTS, gpufleet_node=dict(FACTS["gpufleet_node"], **node_facts.gpu_facets(
+        FACTS["gpu"], False, node_facts.inventory_gpus(inputs.get("gpufleet_gpu")), False)))
+    variables = {"inventory_hostname": "node1", "ansible_facts": facts, "ansible_local": {},
                  **_yaml(ROOT / "roles" / role / "defaults" / "main.yml"),
                  **_yaml(ROOT / "roles" / role / "vars" / "main.yml"), "role_path": str(ROOT / "roles" / role),
                  **{k: v for k, v in scope.items() if k != "_common_checks"}, **inputs}

@@ -4,8 +4,11 @@ things of every role's task files, checked here for all roles at once:
 - the preflight, which sets the facts the other steps read, is tagged
   `always`, so it runs whatever step is selected;
 - a role whose steps read `ansible_facts.packages` outside its install step
-  reads them in its preflight in check mode (`_common`'s `facts`), since
-  a run limited to another step never reaches the install step's read.
+  reads them in its preflight in check mode (`_common`'s `preflight`, which
+  reads the facts first), since a run limited to another step never
+  reaches the install step's read;
+- a public role's preflight is one import of `_common`'s, which reads the
+  facts, checks the inputs and refreshes the index.
 
 The real runs, each step tag alone in check mode on the converged node,
 are every Molecule scenario's side_effect step, after verify
@@ -52,10 +55,32 @@ def test_packages_read_in_check_mode_are_read_by_the_preflight(role):
                      if p.name not in ("install.yml", "preflight.yml") and "ansible_facts.packages" in p.read_text())
     if not readers:
         pytest.skip(f"{role}: no step outside install reads the installed packages")
-    preflight = yaml.safe_load((tasks / "preflight.yml").read_text())
-    assert any((t.get("ansible.builtin.import_role") or {}).get("tasks_from") == "facts"
-               and t["ansible.builtin.import_role"]["name"] == "gpufleet.cloud._common" for t in preflight), (
-        f"{role}: {readers} read ansible_facts.packages; its preflight must import gpufleet.cloud._common's facts")
+    assert _imports_common_preflight(yaml.safe_load((tasks / "preflight.yml").read_text())), (
+        f"{role}: {readers} read ansible_facts.packages; its preflight must import gpufleet.cloud._common's "
+        "preflight, which reads the facts")
+
+
+def _imports_common_preflight(tasks):
+    """Whether a task list (blocks included) imports _common's preflight,
+    which reads the node's facts first."""
+    for task in tasks or []:
+        imported = task.get("ansible.builtin.import_role") or {}
+        if imported.get("name") == "gpufleet.cloud._common" and imported.get("tasks_from") == "preflight":
+            return True
+        if _imports_common_preflight(task.get("block")):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("role", [r for r in STEPPED if r != "_kms_client"])
+def test_a_public_roles_preflight_is_one_import_of_commons(role):
+    # The facts, the checks and the index refresh: one import, once each.
+    text = (ROOT / "roles" / role / "tasks" / "preflight.yml").read_text()
+    assert _imports_common_preflight(yaml.safe_load(text)), role
+    assert text.count("gpufleet.cloud._common") == 1, f"{role}: import _common once, from its preflight"
+    for path in (ROOT / "roles" / role / "tasks").glob("*.yml"):
+        assert "tasks_from: apt_index" not in path.read_text() and "tasks_from: facts" not in path.read_text(), (
+            f"{path.relative_to(ROOT)}: the preflight already reads the facts and refreshes the index")
 
 
 SCENARIOS = sorted(p.parent.name for p in ROOT.glob("extensions/molecule/*/molecule.yml") if p.parent.name != "gpu")

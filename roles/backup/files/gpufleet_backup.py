@@ -31,6 +31,12 @@ import sys
 import tempfile
 import time
 
+# The node-side library (gpufleet_textfile.py) is installed next to this
+# script by _common's node_library step; python3 -I leaves the script's
+# directory off sys.path.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpufleet_textfile import write_atomic  # noqa: E402  pylint: disable=wrong-import-position,import-error
+
 SETTINGS = "/etc/gpufleet/backup/settings.json"
 # Every command that writes to the repository takes this lock first. Its
 # timers are independent (a backup every few minutes, a daily prune, a
@@ -99,12 +105,7 @@ class Backup:
             lines.append("# HELP %s %s" % (metric, helps.get(name, name)))
             lines.append("# TYPE %s gauge" % metric)
             lines.append("%s %s" % (metric, repr(float(values[name])) if values[name] % 1 else int(values[name])))
-        directory = self.cfg["textfile_dir"]
-        fd, tmp = tempfile.mkstemp(prefix=".gpufleet_backup.", dir=directory)
-        with os.fdopen(fd, "w") as handle:
-            handle.write("\n".join(lines) + "\n")
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, self._metrics_path())
+        write_atomic(self._metrics_path(), "\n".join(lines) + "\n")
 
     def snapshots(self):
         return json.loads(self.restic("snapshots", "--json", "--host", self.cfg["host"]) or "[]")

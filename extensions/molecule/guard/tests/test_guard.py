@@ -29,8 +29,14 @@ def metric_lines(host):
 
 def test_the_daemon_and_its_configuration(host):
     for name in ("gpufleet_guard.py", "gpufleet_guard_actions.py", "gpufleet_guard_notice.py",
-                 "gpufleet_guard_probes.py", "gpufleet_guard_triggers.py", "gpufleet_textfile.py"):
+                 "gpufleet_guard_probes.py", "gpufleet_guard_triggers.py"):
         assert_file(host, f"{LIBEXEC}/{name}")
+    # The node-side library, one copy for every role's scripts, on the
+    # daemon's PYTHONPATH.
+    for name in ("gpufleet_textfile.py", "gpufleet_clouds.py"):
+        assert_file(host, f"/usr/local/lib/gpufleet/{name}")
+    assert_file(host, "/etc/systemd/system/gpufleet-guard.service",
+                contains=("Environment=PYTHONPATH=/usr/local/lib/gpufleet",))
     config = json.loads(assert_file(host, "/etc/gpufleet/guard/config.json"))
     assert config["cloud"] == "aws" and config["spot"] is True and config["poll_seconds"] == 1
     assert config["idle"]["window_seconds"] == 3600 and config["idle"]["units"] == ["gft-train.service"]

@@ -117,7 +117,7 @@ class ActionModule(ActionBase):
         # Ansible's own check would answer with its raw conversion error;
         # the fleet-wide settings every role reads; then what else
         # argument_specs says (a firewall rule without its port).
-        fleet = {name: self._templar.template(task_vars[name]) for name in _role_inputs.FLEET_INTS if name in task_vars}
+        fleet = {name: self._templar.template(task_vars[name]) for name in _role_inputs.FLEET if name in task_vars}
         errors.extend(_role_inputs.input_errors(spec, self._option_values(spec, task_vars), fleet))
         result.setdefault("warnings", []).extend(
             _role_inputs.renamed_message(old, new) for old, new in _role_inputs.renamed_inputs(spec, task_vars))

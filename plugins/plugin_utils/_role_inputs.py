@@ -317,7 +317,12 @@ def type_errors(spec, values):
 # Options renamed (the part after the role's prefix), with the variable
 # that replaces them. The old name is still read for one release: the role
 # passes it on where the new one is not set, and the preflight warns.
-RENAMED = {"apt_cache_valid_time": "gpufleet_apt_cache_valid_time"}
+RENAMED = {
+    "apt_cache_valid_time": "gpufleet_apt_cache_valid_time",
+    # node_exporter's textfile directory, which five roles write to.
+    "textfile_dir": "gpufleet_textfile_dir",
+    "node_exporter_textfile_dir": "gpufleet_textfile_dir",
+}
 
 
 def renamed_inputs(spec, names):
@@ -331,13 +336,22 @@ def renamed_message(name, new):
             "is not set)." % (name, new, name, new))
 
 
-# Fleet-wide settings every role reads, and what each takes.
+# Fleet-wide settings every role reads, and what each takes (an example).
 FLEET_INTS = {"gpufleet_apt_cache_valid_time": 3600}
+FLEET_PATHS = {"gpufleet_textfile_dir": "/var/lib/prometheus/node-exporter"}
+FLEET = tuple(FLEET_INTS) + tuple(FLEET_PATHS)
 
 
 def fleet_errors(values):
     """A message per fleet-wide setting of the wrong type or range."""
     errors = []
+    for name, example in sorted(FLEET_PATHS.items()):
+        if name not in values or values[name] is None:
+            continue
+        value = values[name]
+        if not isinstance(value, str) or not value.startswith("/"):
+            errors.append("%s must be an absolute path (got %s %r), for example %s: %s."
+                          % (name, _kind(value), value, name, example))
     for name, example in sorted(FLEET_INTS.items()):
         if name not in values or values[name] is None:
             continue

@@ -73,6 +73,7 @@ CASES = {
     "a value outside the choices": {"baseline_kernel_apply": "sometimes"},
     "a renamed option": {"baseline_apt_cache_valid_time": 600, "gpufleet_strict_inputs": True},
     "a fleet setting of the wrong kind": {"gpufleet_apt_cache_valid_time": "hourly"},
+    "a relative textfile directory": {"gpufleet_textfile_dir": "{{ 'metrics' }}"},
     "a warning check fails": {"check_value": 1500},
     "two checks fail": {"check_value": 10, "check_second": False},
     "a check and a shape fail": {"check_value": 10, "baseline_packages": "curl"},
@@ -173,6 +174,10 @@ def test_a_renamed_option_warns_even_when_strict_and_a_fleet_setting_is_checked(
                              "gpufleet_apt_cache_valid_time is not set)."], r
     r = results["a fleet setting of the wrong kind"]
     assert r.get("failed") and r["msg"].startswith("gpufleet_apt_cache_valid_time must be 0 or more seconds"), r
+    # Templated as the play reads it, then refused naming only it.
+    r = results["a relative textfile directory"]
+    assert r.get("failed") and r["msg"] == ("gpufleet_textfile_dir must be an absolute path (got a string 'metrics'), "
+                                            "for example gpufleet_textfile_dir: /var/lib/prometheus/node-exporter."), r
 
 
 def test_a_warning_check_warns_and_does_not_fail(results):

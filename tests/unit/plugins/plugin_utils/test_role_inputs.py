@@ -258,6 +258,26 @@ def test_the_fleet_wide_index_time_is_checked_once_for_every_role(value, ok):
         assert errors[0].endswith("for example gpufleet_apt_cache_valid_time: 3600.")
 
 
+@pytest.mark.parametrize("role, old", [("monitoring", "monitoring_node_exporter_textfile_dir"),
+                                       ("node_health", "node_health_textfile_dir"), ("pull", "pull_textfile_dir"),
+                                       ("backup", "backup_textfile_dir"), ("guard", "guard_textfile_dir")])
+def test_the_roles_textfile_directories_are_one_fleet_setting(role, old):
+    s = spec(role)
+    assert not s.is_known(old), f"{role} still has an option {old}"
+    assert _role_inputs.renamed_inputs(s, [old]) == [(old, "gpufleet_textfile_dir")]
+    assert _role_inputs.unknown_inputs(s, [old]) == []
+
+
+@pytest.mark.parametrize("value, ok", [("/var/lib/prometheus/node-exporter", True), ("/srv/metrics", True),
+                                       ("var/lib/prometheus", False), ("", False), (42, False), (["/a"], False)])
+def test_the_fleet_textfile_directory_must_be_an_absolute_path(value, ok):
+    errors = _role_inputs.fleet_errors({"gpufleet_textfile_dir": value})
+    assert (errors == []) == ok
+    if not ok:
+        assert errors[0].startswith("gpufleet_textfile_dir must be an absolute path (got ")
+        assert errors[0].endswith("for example gpufleet_textfile_dir: /var/lib/prometheus/node-exporter.")
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_no_role_keeps_an_index_time_of_its_own(role):
     # One refresh a run and node: one setting, gpufleet_apt_cache_valid_time.

@@ -16,12 +16,23 @@ from every place a supported branch puts it:
   into ``_parity`` and ``_secded``.
 
 Values nvidia-smi cannot report (``N/A``, ``[Not Supported]``, ...) become None.
+
+``query_gpus`` is the one ``--query-gpu`` call the nodes' own scripts make
+(the nvidia-smi exporter, node_health, the guard's idle probe): _common's
+node_library step installs this file on the node as gpufleet_nvidia_smi.py.
+It uses the standard library only.
 """
 
 from __future__ import annotations
 
+import csv
 import re
+import subprocess
 import xml.etree.ElementTree as ET
+
+# nvidia-smi's documented exit codes for the states a node can honestly be
+# in: no GPU, and no driver (or one it cannot talk to).
+EXIT_STATUS = {6: "no_gpu", 9: "no_driver"}
 
 _NUMBER = re.compile(r"^\s*(-?[0-9]+(?:\.[0-9]+)?)")
 _NVLINK_GPU = re.compile(r"^GPU (\d+): .*\(UUID: ([^)]+)\)\s*$")
@@ -236,3 +247,29 @@ def tools_problem(gpu):
         return ("nvidia-smi reports driver %s while the kernel runs module %s: the libraries and the module "
                 "differ" % (reported or "none", loaded))
     return ""
+
+
+def query_gpus(nvidia_smi, fields, timeout):
+    """Ask nvidia-smi for ``fields`` of every GPU (``--query-gpu``, CSV
+    without units). Returns (status, detail, rows): status is ok,
+    nvidia_smi_missing, no_driver, no_gpu or error; detail says why for all
+    but ok; rows is one dict per GPU, field to text as nvidia-smi printed it
+    ([N/A] included). A missing, failing or hanging nvidia-smi is a status,
+    never an exception and never "no GPU"."""
+    argv = [nvidia_smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        return "nvidia_smi_missing", "%s not found" % nvidia_smi, []
+    except subprocess.TimeoutExpired:
+        return "error", "nvidia-smi did not answer within %.0fs" % timeout, []
+    except OSError as exc:  # not executable, for one
+        return "error", "%s could not run: %s" % (nvidia_smi, exc), []
+    said = (proc.stdout + proc.stderr).strip().splitlines()
+    if proc.returncode != 0:
+        return (EXIT_STATUS.get(proc.returncode, "error"),
+                "nvidia-smi exit %d: %s" % (proc.returncode, said[0] if said else ""), [])
+    rows = [dict(zip(fields, (cell.strip() for cell in row))) for row in csv.reader(proc.stdout.splitlines()) if row]
+    if not rows:
+        return "no_gpu", "nvidia-smi listed no GPU", []
+    return "ok", "", rows

@@ -11,6 +11,8 @@ import os
 import subprocess
 import time
 
+from gpufleet_nvidia_smi import query_gpus
+
 ACTIVE_STATES = {"active", "activating", "deactivating", "reloading", "refreshing"}
 INACTIVE_STATES = {"inactive", "failed"}
 SSH_PORT_HEX = "0016"  # 22
@@ -27,21 +29,18 @@ def _run(argv, timeout: float = 10.0):
 def gpu_utilization(nvidia_smi: str, timeout: float = 20.0) -> list[float | None] | None:
     """One percentage per GPU, None for a GPU that says [N/A]; None for all
     when nvidia-smi is missing, fails, hangs or prints nothing it can read."""
-    done = _run([nvidia_smi, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"], timeout)
-    if done is None or done.returncode != 0:
+    status, _detail, rows = query_gpus(nvidia_smi, ["utilization.gpu"], timeout)
+    if status != "ok":
         return None
     values: list[float | None] = []
-    for line in done.stdout.splitlines():
-        line = line.strip()
-        if not line:
-            continue
+    for row in rows:
         try:
-            value = float(line)
+            value = float(row["utilization.gpu"])
         except ValueError:
             values.append(None)  # [N/A], [Unknown Error]
             continue
         values.append(value if 0 <= value <= 100 else None)
-    return values or None
+    return values
 
 
 def unit_active(unit: str) -> bool | None:

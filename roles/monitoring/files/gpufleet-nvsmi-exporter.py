@@ -16,15 +16,14 @@ never reads half of it.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
-import subprocess
 import sys
 import time
 
-# gpufleet_textfile.py is installed next to this script (from the
-# collection's plugins/module_utils/textfile.py).
+# The node-side library (gpufleet_nvidia_smi.py, gpufleet_textfile.py) is
+# installed next to this script by _common's node_library step.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpufleet_nvidia_smi import query_gpus  # noqa: E402  pylint: disable=wrong-import-position
 from gpufleet_textfile import escape, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
 
 # nvidia-smi --query-gpu field -> (metric name, help, multiplier to base unit)
@@ -48,29 +47,11 @@ FIELDS = {
 }
 LABEL_FIELDS = ["index", "uuid", "name", "driver_version", "pci.bus_id"]
 
-# nvidia-smi's documented exit codes for the states a node can honestly be in.
-EXIT_STATUS = {6: "no_gpu", 9: "no_driver"}
-
 
 def query(nvidia_smi: str, timeout: float = 30.0) -> tuple[str, str, list[dict[str, str]]]:
-    """Ask nvidia-smi for every field. Returns (status, detail, rows) where
-    status is ok, nvidia_smi_missing, no_driver, no_gpu or error."""
-    fields = LABEL_FIELDS + list(FIELDS)
-    argv = [nvidia_smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        return "nvidia_smi_missing", f"{nvidia_smi} not found", []
-    except subprocess.TimeoutExpired:
-        return "error", f"nvidia-smi did not answer within {timeout:.0f}s", []
-    detail = (proc.stdout + proc.stderr).strip().splitlines()
-    first = detail[0] if detail else ""
-    if proc.returncode != 0:
-        return EXIT_STATUS.get(proc.returncode, "error"), f"exit {proc.returncode}: {first}", []
-    rows = [dict(zip(fields, (cell.strip() for cell in row))) for row in csv.reader(proc.stdout.splitlines()) if row]
-    if not rows:
-        return "no_gpu", "nvidia-smi listed no GPU", []
-    return "ok", "", rows
+    """Ask nvidia-smi for every field: (status, detail, rows), as
+    gpufleet_nvidia_smi.query_gpus gives them."""
+    return query_gpus(nvidia_smi, LABEL_FIELDS + list(FIELDS), timeout)
 
 
 def number(text: str) -> float | None:

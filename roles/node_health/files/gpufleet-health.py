@@ -26,7 +26,6 @@ replaced atomically. The exit code is 1 when any check fails, else 0, so
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import json
 import os
@@ -37,9 +36,10 @@ import sys
 import time
 from pathlib import Path
 
-# gpufleet_textfile.py is installed next to this script (from the
-# collection's plugins/module_utils/textfile.py).
+# The node-side library (gpufleet_nvidia_smi.py, gpufleet_textfile.py) is
+# installed next to this script by _common's node_library step.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpufleet_nvidia_smi import query_gpus as nvidia_smi_query  # noqa: E402  pylint: disable=wrong-import-position
 from gpufleet_textfile import escape, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
 
 RESULTS = ("pass", "fail", "skip", "unknown")
@@ -57,7 +57,6 @@ QUERY = [
     "pstate",
 ]
 # nvidia-smi's exit codes for "no driver answered" and "no device found".
-NVSMI_EXIT = {9: "no_driver", 6: "no_gpu"}
 XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+)")
 BUSBW_LINE = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<value>[0-9.]+)")
 # PCI class codes of NVIDIA GPUs: VGA controller and 3D controller.
@@ -84,16 +83,9 @@ def run(argv: list[str], timeout: float) -> tuple[int | None, str]:
 
 
 def query_gpus(nvidia_smi: str) -> tuple[str, str, list[dict[str, str]]]:
-    """(status, detail, one dict per GPU); status is ok, nvidia_smi_missing,
-    no_driver, no_gpu or error."""
-    rc, out = run([nvidia_smi, "--query-gpu=" + ",".join(QUERY), "--format=csv,noheader,nounits"], timeout=60)
-    first = out.strip().splitlines()[0] if out.strip() else ""
-    if rc is None:
-        return ("nvidia_smi_missing" if "not found" in out else "error"), out.strip(), []
-    if rc != 0:
-        return NVSMI_EXIT.get(rc, "error"), f"nvidia-smi exit {rc}: {first}", []
-    gpus = [dict(zip(QUERY, (cell.strip() for cell in row))) for row in csv.reader(out.splitlines()) if row]
-    return ("ok", "", gpus) if gpus else ("no_gpu", "nvidia-smi listed no GPU", [])
+    """(status, detail, one dict per GPU), as gpufleet_nvidia_smi.query_gpus
+    gives them."""
+    return nvidia_smi_query(nvidia_smi, QUERY, 60)
 
 
 def pci_gpus(sysfs: Path = Path("/sys/bus/pci/devices")) -> int:

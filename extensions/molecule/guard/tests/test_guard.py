@@ -33,7 +33,7 @@ def test_the_daemon_and_its_configuration(host):
         assert_file(host, f"{LIBEXEC}/{name}")
     # The node-side library, one copy for every role's scripts, on the
     # daemon's PYTHONPATH.
-    for name in ("gpufleet_textfile.py", "gpufleet_clouds.py"):
+    for name in ("gpufleet_textfile.py", "gpufleet_clouds.py", "gpufleet_nvidia_smi.py"):
         assert_file(host, f"/usr/local/lib/gpufleet/{name}")
     assert_file(host, "/etc/systemd/system/gpufleet-guard.service",
                 contains=("Environment=PYTHONPATH=/usr/local/lib/gpufleet",))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.gpufleet.cloud.plugins.module_utils import _nvidia_smi as nvsmi
 from ansible_collections.gpufleet.cloud.plugins.module_utils._nvidia_smi import (
     NvidiaSmiParseError,
     merge_nvlinks,
@@ -147,3 +148,38 @@ def test_a_captured_log_names_identifies_and_sizes_every_gpu(path):
         assert gpu["memory_total_mib"] > 0
         for mode in (gpu["ecc_mode"]["current"], gpu["persistence_mode"], gpu["mig_mode"]["current"]):
             assert mode in (True, False, None)
+
+
+def _fake_nvidia_smi(tmp_path, script):
+    path = tmp_path / "nvidia-smi"
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_query_gpus_reads_one_row_per_gpu_by_field(tmp_path):
+    fake = _fake_nvidia_smi(tmp_path, 'echo "0, NVIDIA H100 80GB HBM3, 97"\necho "1, NVIDIA H100 80GB HBM3, [N/A]"\n')
+    status, detail, rows = nvsmi.query_gpus(fake, ["index", "name", "utilization.gpu"], 5)
+    assert (status, detail) == ("ok", "")
+    assert rows == [{"index": "0", "name": "NVIDIA H100 80GB HBM3", "utilization.gpu": "97"},
+                    {"index": "1", "name": "NVIDIA H100 80GB HBM3", "utilization.gpu": "[N/A]"}]
+
+
+@pytest.mark.parametrize("script, status, detail", [
+    ("echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"; exit 9\n", "no_driver",
+     "nvidia-smi exit 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."),
+    ("echo 'No devices were found'; exit 6\n", "no_gpu", "nvidia-smi exit 6: No devices were found"),
+    ("echo 'GPU is lost' >&2; exit 15\n", "error", "nvidia-smi exit 15: GPU is lost"),
+    ("exit 0\n", "no_gpu", "nvidia-smi listed no GPU"),
+    ("sleep 5\n", "error", "nvidia-smi did not answer within 1s"),
+])
+def test_query_gpus_says_why_it_has_no_rows_and_never_raises(tmp_path, script, status, detail):
+    assert nvsmi.query_gpus(_fake_nvidia_smi(tmp_path, script), ["index"], 1) == (status, detail, [])
+
+
+def test_query_gpus_names_a_missing_or_unrunnable_nvidia_smi(tmp_path):
+    missing = str(tmp_path / "absent" / "nvidia-smi")
+    assert nvsmi.query_gpus(missing, ["index"], 1) == ("nvidia_smi_missing", f"{missing} not found", [])
+    (tmp_path / "noexec").write_text("#!/bin/sh\n")
+    status, detail, rows = nvsmi.query_gpus(str(tmp_path / "noexec"), ["index"], 1)
+    assert (status, rows) == ("error", []) and "could not run" in detail

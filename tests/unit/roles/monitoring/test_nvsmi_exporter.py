@@ -55,7 +55,7 @@ def test_two_gpus_become_samples_in_base_units(fake_nvidia_smi):
 def test_no_readings_when_nvidia_smi_cannot_report(fake_nvidia_smi, rc, message, status):
     got_status, detail, rows = exporter.query(fake_nvidia_smi(rc=rc, message=message))
     assert (got_status, rows) == (status, [])
-    assert detail.startswith(f"exit {rc}: ")
+    assert detail.startswith(f"nvidia-smi exit {rc}: ")
     text = exporter.render(got_status, detail, rows, now=1.0)
     assert "gpufleet_gpu_exporter_up 0" in text
     assert f'gpufleet_gpu_exporter_status{{status="{status}"' in text

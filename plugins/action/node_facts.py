@@ -46,7 +46,7 @@ SUBSETS = (("virtual", "virtualization_type"), ("network", "all_ipv4_addresses")
 def inventory_gpus(gpufleet_gpu):
     """The inventory's GPU count (gpufleet_gpu.count): a number, a share
     below 1, or None where the inventory does not know it."""
-    count = (gpufleet_gpu or {}).get("count") if isinstance(gpufleet_gpu, dict) else None
+    count = gpufleet_gpu.get("count") if isinstance(gpufleet_gpu, dict) else None
     try:
         return None if count in (None, "") else gr.gpu_count(count)
     except (TypeError, ValueError):
@@ -123,7 +123,11 @@ class ActionModule(ActionBase):
             # A later gpu_facts (nvidia_driver's, after it loaded the driver)
             # refreshed ansible_facts.gpu: the counts follow it, as a role
             # that looked at the node now would see.
-            counts = gpu_facets(facts.get("gpu") or {}, node.get("container"), *self._inventory(task_vars))
+            # The inventory's count is the first call's: it does not change
+            # within a run, and templating it again per role costs a pass.
+            counts = gpu_facets(facts.get("gpu") or {}, node.get("container"),
+                                (node.get("gpus") or {}).get("inventory"),
+                                "gpu" in (task_vars.get("group_names") or []))
             if any(node.get(key) != value for key, value in counts.items()):
                 result["ansible_facts"] = {"gpufleet_node": dict(node, **counts)}
             result.update(changed=False, msg="read earlier in this run")

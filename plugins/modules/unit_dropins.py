@@ -291,24 +291,14 @@ def _read(path):
         return None
 
 
-def _show(module, systemctl, name):
-    rc, out, err = module.run_command([systemctl, "show", name, "-p", "LoadState", "-p", "ActiveState",
-                                       "-p", "FragmentPath", "-p", "DropInPaths"])
-    if rc != 0:
-        module.fail_json(msg="systemctl show %s failed (rc %s): %s" % (name, rc, err.strip()))
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-
-
-def _running(module, systemctl, name, keys):
-    """`systemctl show` of the properties those keys set; None when it
-    fails, since the files alone already show the override."""
+def _show(module, systemctl, name, props):
+    """(rc, stderr, {property: value}) of `systemctl show` for those
+    properties; one it leaves out is not in the dict."""
     argv = [systemctl, "show", name]
-    for prop in shown_as(keys):
+    for prop in props:
         argv += ["-p", prop]
-    rc, out, _err = module.run_command(argv)
-    if rc != 0:
-        return None
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    rc, out, err = module.run_command(argv)
+    return rc, err, dict(line.split("=", 1) for line in out.splitlines() if "=" in line) if rc == 0 else {}
 
 
 def _own_directory(path, name):
@@ -352,7 +342,9 @@ def main():
     )
     name = module.params["name"]
     systemctl = module.get_bin_path("systemctl", required=True)
-    props = _show(module, systemctl, name)
+    rc, err, props = _show(module, systemctl, name, ("LoadState", "ActiveState", "FragmentPath", "DropInPaths"))
+    if rc != 0:
+        module.fail_json(msg="systemctl show %s failed (rc %s): %s" % (name, rc, err.strip()))
     result = dict(changed=False, overrides=[], moved=[], kept=[], restarted=False, running={})
     if props.get("LoadState") != "loaded":
         result["msg"] = "%s is not loaded (%s): nothing overrides it" % (name, props.get("LoadState", "unknown"))
@@ -370,7 +362,10 @@ def main():
         module.exit_json(**result)
     result["changed"] = True
     keys = sorted(set(k for o in overrides for k in o["keys"]))
-    result["running"] = _running(module, systemctl, name, keys)
+    # None when systemctl show fails: the files alone already show the
+    # override.
+    rc, _err, running = _show(module, systemctl, name, shown_as(keys))
+    result["running"] = running if rc == 0 else None
     own = _read(replacement["vendor"]) if replacement else (_read(fragment) if fragment else "")
     wanted = wanted_settings(keys, own, [_read(p) for p in allowed if p in dropins])
     # A drop-in goes (nothing in its place); a whole file gives way to the

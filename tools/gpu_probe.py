@@ -229,14 +229,17 @@ def load_by_path(name: str, path: Path):
 
 
 def load_parser():
-    """gpu_facts' parser. Its module needs the standard library only, so it
-    loads by path without Ansible's collection loader."""
+    """gpu_facts' parser. Its module needs the standard library and the
+    node-side library's program runner only, so both load by path, under
+    their names on a node, without Ansible's collection loader."""
+    load_by_path("gpufleet_process", MODULE_UTILS / "_process.py")
     return load_by_path("gpufleet_nvidia_smi", MODULE_UTILS / "_nvidia_smi.py")
 
 
 def load_health():
-    """node_health's script. On a node gpufleet_textfile.py is installed next
-    to it; in the checkout that module is plugins/module_utils/textfile.py."""
+    """node_health's script. On a node the node-side library is installed
+    next to it; in the checkout it is plugins/module_utils."""
+    load_parser()
     load_by_path("gpufleet_textfile", MODULE_UTILS / "textfile.py")
     return load_by_path("gpufleet_health", HEALTH_SCRIPT)
 

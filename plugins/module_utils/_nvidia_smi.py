@@ -27,8 +27,14 @@ from __future__ import annotations
 
 import csv
 import re
-import subprocess
 import xml.etree.ElementTree as ET
+
+# The same file in both places it runs: in a module, a module_utils of the
+# collection; on a node, a file of the node-side library.
+try:
+    from ansible_collections.gpufleet.cloud.plugins.module_utils import _process
+except ImportError:  # pragma: no cover - on a node
+    import gpufleet_process as _process  # pylint: disable=import-error
 
 # nvidia-smi's documented exit codes for the states a node can honestly be
 # in: no GPU, and no driver (or one it cannot talk to).
@@ -256,20 +262,17 @@ def query_gpus(nvidia_smi, fields, timeout):
     but ok; rows is one dict per GPU, field to text as nvidia-smi printed it
     ([N/A] included). A missing, failing or hanging nvidia-smi is a status,
     never an exception and never "no GPU"."""
-    argv = [nvidia_smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        return "nvidia_smi_missing", "%s not found" % nvidia_smi, []
-    except subprocess.TimeoutExpired:
+    done = _process.run([nvidia_smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"], timeout)
+    if done.failure == _process.MISSING:
+        return "nvidia_smi_missing", done.why, []
+    if done.failure == _process.TIMEOUT:
         return "error", "nvidia-smi did not answer within %.0fs" % timeout, []
-    except OSError as exc:  # not executable, for one
-        return "error", "%s could not run: %s" % (nvidia_smi, exc), []
-    said = (proc.stdout + proc.stderr).strip().splitlines()
-    if proc.returncode != 0:
-        return (EXIT_STATUS.get(proc.returncode, "error"),
-                "nvidia-smi exit %d: %s" % (proc.returncode, said[0] if said else ""), [])
-    rows = [dict(zip(fields, (cell.strip() for cell in row))) for row in csv.reader(proc.stdout.splitlines()) if row]
+    if done.rc is None:
+        return "error", done.why, []
+    said = (done.stdout + done.stderr).strip().splitlines()
+    if done.rc != 0:
+        return (EXIT_STATUS.get(done.rc, "error"), "nvidia-smi exit %d: %s" % (done.rc, said[0] if said else ""), [])
+    rows = [dict(zip(fields, (cell.strip() for cell in row))) for row in csv.reader(done.stdout.splitlines()) if row]
     if not rows:
         return "no_gpu", "nvidia-smi listed no GPU", []
     return "ok", "", rows

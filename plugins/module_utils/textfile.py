@@ -1,11 +1,11 @@
 # Copyright: gpufleet developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Writing node_exporter textfile-collector files, shared by the node-side
-scripts of the monitoring and node_health roles.
+"""Writing node_exporter textfile-collector files (and the guard's marker
+file), shared by the nodes' own scripts.
 
-Those roles copy this file next to their scripts on the node, as
-gpufleet_textfile.py, so the scripts run from systemd timers without Ansible.
-It uses the standard library only.
+_common's node_library step installs this file on the node as
+gpufleet_textfile.py, so the scripts run from systemd without Ansible. It
+uses the standard library only.
 """
 
 from __future__ import annotations
@@ -19,10 +19,14 @@ def escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, text: str, make_dirs: bool = False) -> None:
     """Write next to the target and rename over it: readers (node_exporter,
-    a monitoring agent) see the old file or the new one, never a partial one."""
+    a monitoring agent, a job) see the old file or the new one, never a
+    partial one. The file is readable by all. ``make_dirs`` creates its
+    directory first."""
     directory = os.path.dirname(os.path.abspath(path))
+    if make_dirs:
+        os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -33,3 +37,26 @@ def write_atomic(path: str, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def gauge(name: str, help_text: str, samples) -> list:
+    """One gauge in the text format: its HELP and TYPE lines, then one line
+    per sample. ``samples`` are (labels, value) pairs: labels a dict, whose
+    values are escaped here; value a number (a float as the shortest text
+    that reads back as the same float, so a timestamp keeps its fraction),
+    None (NaN: unknown, never 0), or text the caller formatted already."""
+    lines = ["# HELP %s %s" % (name, help_text.replace("\\", "\\\\").replace("\n", "\\n")), "# TYPE %s gauge" % name]
+    for labels, value in samples:
+        label_text = ",".join('%s="%s"' % (key, escape(str(text))) for key, text in labels.items())
+        lines.append("%s{%s} %s" % (name, label_text, _sample(value)) if label_text else "%s %s" % (name, _sample(value)))
+    return lines
+
+
+def _sample(value) -> str:
+    if value is None:
+        return "NaN"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    return str(int(value))

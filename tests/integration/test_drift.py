@@ -33,8 +33,9 @@ DOCKER = "gpufleet.cloud.docker : "
 SECURITY = "gpufleet.cloud.security : "
 NVIDIA_PACKAGES = "gpufleet.cloud._nvidia_packages : "
 BACKUP = "gpufleet.cloud.backup : "
-NODE_HEALTH = "gpufleet.cloud.node_health : "
 GUARD = "gpufleet.cloud.guard : "
+# The units of the roles' node-side programs (_common's node_units step).
+NODE_UNITS = "gpufleet.cloud._common : "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +114,7 @@ MUTATIONS = (
     Mutation(GPU_NODE, "service state", ("systemctl", "stop", "prometheus-node-exporter"),
              (MONITORING + "Enable and start node_exporter",)),
     Mutation(GPU_NODE, "service state", ("systemctl", "stop", "gpufleet-guard"),
-             (GUARD + "Enable and start the guard",)),
+             (NODE_UNITS + "Enable and start the program [gpufleet-guard.service]",)),
     # A hole made in the running firewall: the file and the table's comment
     # stay as the role wrote them.
     Mutation(GPU_NODE, "kernel firewall",
@@ -201,7 +202,7 @@ MUTATIONS = (
              sh("d=/etc/systemd/system/gpufleet-backup.timer.d && mkdir -p $d"
                 " && printf '[Timer]\\nOnUnitActiveSec=\\nOnCalendar=weekly\\n' > $d/weekly.conf"
                 " && systemctl daemon-reload"),
-             (BACKUP + "Move aside the drop-ins that override the backup units [gpufleet-backup.timer]",),
+             (NODE_UNITS + "Move aside the drop-ins that override the program's units [gpufleet-backup.timer]",),
              # What systemd runs: the reset dropped the 10-minute timer.
              "TimersCalendar={ OnCalendar=Mon"),
     Mutation(GPU_NODE, "unit drop-in",
@@ -242,9 +243,9 @@ MUTATIONS = (
     # Timers stopped in systemd, their unit files untouched: one still
     # enabled for boot, one disabled too.
     Mutation(PLAIN_NODE, "timer", ("systemctl", "stop", "gpufleet-backup-prune.timer"),
-             (BACKUP + "Enable and start the timers [gpufleet-backup-prune]",)),
+             (NODE_UNITS + "Enable and start the program [gpufleet-backup-prune.timer]",)),
     Mutation(PLAIN_NODE, "timer", ("systemctl", "disable", "--now", "gpufleet-health.timer"),
-             (NODE_HEALTH + "Enable and start the health check timer",), "UnitFileState=disabled"),
+             (NODE_UNITS + "Enable and start the program [gpufleet-health.timer]",), "UnitFileState=disabled"),
 )
 EXPECTED_DRIFT = {(m.host, resource) for m in MUTATIONS if not m.blocker for resource in m.flags}
 BLOCKED = {(m.host, resource) for m in MUTATIONS if m.blocker for resource in m.flags}
@@ -515,7 +516,10 @@ def test_hand_made_drift_is_found_exactly_then_fixed(converged, tmp_path):
         # Conffiles aside: the monitoring role writes node_exporter's defaults.
         changed = [line for line in verify.stdout.splitlines() if line[10:11] != "c"]
         assert verify.returncode == 0 and changed == [], f"{package}: {verify.stdout}"
-    assert "127.0.0.8" not in node_exec(PLAIN, "chronyc", "-n", "sources").stdout
+    sources = node_exec(PLAIN, "chronyc", "-n", "sources").stdout
+    # On failure, which chronyd answered: systemd's, or one it no longer tracks.
+    assert "127.0.0.8" not in sources, (sources, node_exec(PLAIN, "pgrep", "-a", "chronyd").stdout,
+                                        node_exec(PLAIN, "systemctl", "show", "-p", "MainPID", "chrony").stdout)
     assert node_exec(PLAIN, "stat", "-c", "%a %U", "/etc/gpufleet/backup/restic.env").stdout.strip() == "600 root"
     # The sshd lines that won over the hardening are commented out where
     # they were, their text kept; the image's other setting stays.

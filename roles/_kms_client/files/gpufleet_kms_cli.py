@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from gpufleet_kms._kms_client import decrypt  # noqa: E402 pylint: disable=wrong-import-position
 from gpufleet_kms._kms_envelope import Envelope, KmsError  # noqa: E402 pylint: disable=wrong-import-position
+from gpufleet_kms._process import retry  # noqa: E402 pylint: disable=wrong-import-position
 
 
 def read_credentials(path):
@@ -52,17 +53,22 @@ def decrypt_with_retries(path, retries=5, delay=5.0, log=None, credentials_file=
     refusal is final, since asking again cannot change the answer."""
     envelope = Envelope.load(path)
     credentials = read_credentials(credentials_file)
-    attempt = 1
-    while True:
+
+    def attempt():
         try:
             return decrypt(envelope, **credentials)
         except KmsError as exc:
-            if exc.kind != "unreachable" or attempt >= retries:
-                raise
-            if log:
-                log("attempt %d/%d: %s; trying again in %gs" % (attempt, retries, exc, delay))
-            sleep(delay)
-            attempt += 1
+            return exc
+
+    def tell(number, exc, wait):
+        if log:
+            log("attempt %d/%d: %s; trying again in %gs" % (number, retries, exc, wait))
+
+    outcome = retry(attempt, lambda o: isinstance(o, KmsError) and o.kind == "unreachable", retries, delay,
+                    sleep=sleep, log=tell)[-1]
+    if isinstance(outcome, KmsError):
+        raise outcome
+    return outcome
 
 
 def encode(key, encoding):

@@ -35,7 +35,7 @@ import time
 # script by _common's node_library step; python3 -I leaves the script's
 # directory off sys.path.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpufleet_textfile import write_atomic  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from gpufleet_textfile import gauge, write_atomic  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 SETTINGS = "/etc/gpufleet/backup/settings.json"
 # Every command that writes to the repository takes this lock first. Its
@@ -101,10 +101,8 @@ class Backup:
         }
         lines = []
         for name in sorted(values):
-            metric = METRIC_PREFIX + name
-            lines.append("# HELP %s %s" % (metric, helps.get(name, name)))
-            lines.append("# TYPE %s gauge" % metric)
-            lines.append("%s %s" % (metric, repr(float(values[name])) if values[name] % 1 else int(values[name])))
+            value = values[name]
+            lines += gauge(METRIC_PREFIX + name, helps.get(name, name), [({}, float(value) if value % 1 else int(value))])
         write_atomic(self._metrics_path(), "\n".join(lines) + "\n")
 
     def snapshots(self):

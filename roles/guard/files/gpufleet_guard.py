@@ -195,62 +195,78 @@ class Guard:
         return result
 
 
-def _gauge(lines: list[str], name: str, help_text: str, samples) -> None:
-    lines.append(f"# HELP {name} {help_text}")
-    lines.append(f"# TYPE {name} gauge")
-    for labels, value in samples:
-        label_text = ",".join(f'{k}="{textfile.escape(str(v))}"' for k, v in labels.items())
-        # repr: the shortest text that reads back as the same float, so a
-        # timestamp keeps its seconds.
-        shown = "NaN" if value is None else (repr(value) if isinstance(value, float) else str(int(value)))
-        lines.append(f"{name}{{{label_text}}} {shown}" if label_text else f"{name} {shown}")
-
-
 def write_metrics(config: Config, result: dict, events: dict) -> None:
     """Unknown is NaN (and a state label of its own), never 0: an alert on
     0 must not read "no notice" where the guard could not tell."""
     lines: list[str] = []
     spot = result["spot"]
-    _gauge(lines, "gpufleet_guard_spot_state", "The spot notice as last read, one series per state (1: current).",
-           [({"cloud": config.cloud, "state": s}, int(spot.state == s)) for s in SPOT_STATES])
-    _gauge(lines, "gpufleet_guard_spot_deadline_timestamp_seconds", "When the cloud will reclaim the node (NaN: no notice).",
-           [({"cloud": config.cloud}, spot.deadline if spot.state == notice.NOTICE else None)])
+    lines += textfile.gauge(
+        "gpufleet_guard_spot_state",
+        "The spot notice as last read, one series per state (1: current).",
+        [({"cloud": config.cloud, "state": s}, int(spot.state == s)) for s in SPOT_STATES])
+    lines += textfile.gauge(
+        "gpufleet_guard_spot_deadline_timestamp_seconds",
+        "When the cloud will reclaim the node (NaN: no notice).",
+        [({"cloud": config.cloud}, spot.deadline if spot.state == notice.NOTICE else None)])
     idle = result.get("idle")
     if idle is not None:
-        _gauge(lines, "gpufleet_guard_idle_seconds", "How long every GPU has been below the threshold with nothing active.",
-               [({}, float(idle.idle_seconds))])
-        _gauge(lines, "gpufleet_guard_idle_armed", "1 once the GPUs were busy or the grace period passed.",
-               [({}, int(idle.armed))])
-        _gauge(lines, "gpufleet_guard_idle_window_seconds", "The idle window after which the guard acts.",
-               [({}, float(config.idle.window_seconds))])
+        lines += textfile.gauge(
+            "gpufleet_guard_idle_seconds",
+            "How long every GPU has been below the threshold with nothing active.",
+            [({}, float(idle.idle_seconds))])
+        lines += textfile.gauge(
+            "gpufleet_guard_idle_armed",
+            "1 once the GPUs were busy or the grace period passed.",
+            [({}, int(idle.armed))])
+        lines += textfile.gauge(
+            "gpufleet_guard_idle_window_seconds",
+            "The idle window after which the guard acts.",
+            [({}, float(config.idle.window_seconds))])
     budget = result["budget"]
-    _gauge(lines, "gpufleet_guard_budget_state", "The spend against its caps, one series per state (1: current).",
-           [({"state": s}, int(budget.state == s)) for s in BUDGET_STATES])
-    _gauge(lines, "gpufleet_guard_spend", "Hourly price times running time, in the price's currency (NaN: unknown).",
-           [({"scope": "node"}, budget.spend), ({"scope": "job"}, budget.job_spend)])
-    _gauge(lines, "gpufleet_guard_price_per_hour", "The hourly price the spend counts with (NaN: no price known).",
-           [({}, config.budget.price_per_hour)])
-    _gauge(lines, "gpufleet_guard_spend_cap", "The spend cap (NaN: none).",
-           [({"scope": "node"}, config.budget.node_cap), ({"scope": "job"}, config.budget.job_cap)])
-    _gauge(lines, "gpufleet_guard_spend_alarm_ratio", "The share of a cap at which the spend alarm fires.",
-           [({}, config.budget.alarm_ratio)])
+    lines += textfile.gauge(
+        "gpufleet_guard_budget_state",
+        "The spend against its caps, one series per state (1: current).",
+        [({"state": s}, int(budget.state == s)) for s in BUDGET_STATES])
+    lines += textfile.gauge(
+        "gpufleet_guard_spend",
+        "Hourly price times running time, in the price's currency (NaN: unknown).",
+        [({"scope": "node"}, budget.spend), ({"scope": "job"}, budget.job_spend)])
+    lines += textfile.gauge(
+        "gpufleet_guard_price_per_hour",
+        "The hourly price the spend counts with (NaN: no price known).",
+        [({}, config.budget.price_per_hour)])
+    lines += textfile.gauge(
+        "gpufleet_guard_spend_cap",
+        "The spend cap (NaN: none).",
+        [({"scope": "node"}, config.budget.node_cap), ({"scope": "job"}, config.budget.job_cap)])
+    lines += textfile.gauge(
+        "gpufleet_guard_spend_alarm_ratio",
+        "The share of a cap at which the spend alarm fires.",
+        [({}, config.budget.alarm_ratio)])
     last = max(events.values(), key=lambda record: record.get("seen_at", 0), default=None)
     if last is not None:
         final = last.get("final", {})
-        _gauge(lines, "gpufleet_guard_last_event_timestamp_seconds", "When the guard last acted, by reason and final action.",
-               [({"reason": last["reason"], "action": final.get("action", "pending")}, float(last["seen_at"]))])
+        lines += textfile.gauge(
+            "gpufleet_guard_last_event_timestamp_seconds",
+            "When the guard last acted, by reason and final action.",
+            [({"reason": last["reason"], "action": final.get("action", "pending")}, float(last["seen_at"]))])
         # Whether the final action (stop, poweroff) went through: 0 is a
         # node still running, and billed, after the guard gave up.
         done = final.get("ok") if final.get("action") in ("stop", "poweroff") else None
-        _gauge(lines, "gpufleet_guard_final_action_ok",
-               "1 if the last event's stop or poweroff went through, 0 if it failed, NaN if none or pending.",
-               [({"reason": last["reason"], "action": final.get("action", "pending")},
-                 None if done is None else int(done))])
+        lines += textfile.gauge(
+            "gpufleet_guard_final_action_ok",
+            "1 if the last event's stop or poweroff went through, 0 if it failed, NaN if none or pending.",
+            [({"reason": last["reason"], "action": final.get("action", "pending")},
+              None if done is None else int(done))])
         landed = last.get("hook", {}).get("landed")
-        _gauge(lines, "gpufleet_guard_checkpoint_landed",
-               "1 if the last event's checkpoint landed before its deadline, 0 if not, NaN if unknown or pending.",
-               [({"reason": last["reason"]}, None if landed is None else int(landed))])
-    _gauge(lines, "gpufleet_guard_last_poll_timestamp_seconds", "When the guard last polled.", [({}, float(result["at"]))])
+        lines += textfile.gauge(
+            "gpufleet_guard_checkpoint_landed",
+            "1 if the last event's checkpoint landed before its deadline, 0 if not, NaN if unknown or pending.",
+            [({"reason": last["reason"]}, None if landed is None else int(landed))])
+    lines += textfile.gauge(
+        "gpufleet_guard_last_poll_timestamp_seconds",
+        "When the guard last polled.",
+        [({}, float(result["at"]))])
     os.makedirs(config.textfile_dir, exist_ok=True)
     textfile.write_atomic(os.path.join(config.textfile_dir, "gpufleet_guard.prom"), "\n".join(lines) + "\n")
 

@@ -19,7 +19,8 @@ Every step is recorded in the daemon's state, which the caller saves to
 disk after each one: an event seen again (the same notice on the next
 poll, or after a restart of the daemon) resumes after its last recorded
 step and never repeats one. A hook that was running when the daemon
-stopped is recorded as interrupted, not run again. Standard library only.
+stopped is recorded as interrupted, not run again. The standard library
+and the node-side library only.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 import subprocess
-import tempfile
 import time
+
+import gpufleet_process as process
+import gpufleet_textfile as textfile
 
 FINAL_ACTIONS = ("none", "stop", "poweroff")
 # A stop command's exit status for a refusal that another try cannot cure
@@ -77,22 +79,11 @@ def _iso(seconds: float) -> str:
 
 
 def write_marker(path: str, event: Event, now: float) -> None:
-    """Atomically: a job polling the file sees no marker or a whole one."""
+    """Atomically, readable by all (jobs run as their own users): a job
+    polling the file sees no marker or a whole one."""
     body = {"event_id": event.event_id, "reason": event.reason, "detail": event.detail,
             "deadline": event.deadline, "deadline_utc": _iso(event.deadline), "written_at": now}
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".event.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(body, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-        os.chmod(tmp, 0o644)  # jobs run as their own users and must read it
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    textfile.write_atomic(path, json.dumps(body, indent=2, sort_keys=True) + "\n", make_dirs=True)
 
 
 class Pipeline:
@@ -126,29 +117,20 @@ class Pipeline:
         write_marker(self.config.marker_path, event, self.clock())
         return {"path": self.config.marker_path, "at": self.clock()}
 
-    def _run(self, argv, timeout: float | None) -> subprocess.CompletedProcess | str:
-        """The command's result, or why there is none."""
-        try:
-            return self.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            return f"timed out after {timeout:.0f} s"
-        except OSError as error:
-            return str(error)
-
     def _command(self, argv, timeout: float | None = None) -> tuple[int | None, str]:
-        done = self._run(argv, timeout)
-        if isinstance(done, str):
-            return None, done
-        return done.returncode, (done.stderr or done.stdout or "").strip()[-500:]
+        done = process.run(argv, timeout, runner=self.run)
+        if done.rc is None:
+            return None, done.why
+        return done.rc, (done.stderr or done.stdout).strip()[-500:]
 
     def _state(self, argv, success_only: bool = False) -> str | None:
         """What a state query prints on stdout (a warning on stderr is not
         the state); None where it could not run, or, with `success_only`,
         where it failed."""
-        done = self._run(argv, 10)
-        if isinstance(done, str) or (success_only and done.returncode != 0):
+        done = process.run(argv, 10, runner=self.run)
+        if done.rc is None or (success_only and done.rc != 0):
             return None
-        return (done.stdout or "").strip()
+        return done.stdout.strip()
 
     def _signal(self, _event: Event, _record: dict) -> dict:
         sent = {}
@@ -209,14 +191,13 @@ class Pipeline:
         if action == "none":
             return {"action": "none", "detail": "notify only"}
         argv = ["systemctl", "poweroff"] if action == "poweroff" else list(self.config.stop_command)
-        attempts = []
-        for attempt in range(self.config.stop_attempts):
+
+        def stop():
             rc, out = self._command(argv, 120)
-            attempts.append({"rc": rc, "detail": out, "at": self.clock()})
-            if rc == 0:
-                return {"action": action, "ok": True, "attempts": attempts}
-            if rc == STOP_REFUSED and action == "stop":
-                break
-            if attempt + 1 < self.config.stop_attempts:
-                self.sleep(self.config.stop_backoff_seconds * 2**attempt)
-        return {"action": action, "ok": False, "attempts": attempts}
+            return {"rc": rc, "detail": out, "at": self.clock()}
+
+        # A refusal of the built-in stop (STOP_REFUSED) is not tried again.
+        attempts = process.retry(
+            stop, lambda a: a["rc"] != 0 and not (a["rc"] == STOP_REFUSED and action == "stop"),
+            self.config.stop_attempts, self.config.stop_backoff_seconds, factor=2, sleep=self.sleep)
+        return {"action": action, "ok": attempts[-1]["rc"] == 0, "attempts": attempts}

@@ -3,27 +3,21 @@
 """What the guard daemon reads on the node each poll: GPU utilisation, the
 activity sources, the boot and the job's running time. Each read returns
 None when it cannot be done, which the triggers count as active (never as
-idle) and report as unknown. Standard library only."""
+idle) and report as unknown. The standard library and the node-side
+library only."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 
+import gpufleet_process as process
 from gpufleet_nvidia_smi import query_gpus
 
 ACTIVE_STATES = {"active", "activating", "deactivating", "reloading", "refreshing"}
 INACTIVE_STATES = {"inactive", "failed"}
 SSH_PORT_HEX = "0016"  # 22
 TCP_ESTABLISHED = "01"
-
-
-def _run(argv, timeout: float = 10.0):
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
 
 
 def gpu_utilization(nvidia_smi: str, timeout: float = 20.0) -> list[float | None] | None:
@@ -44,8 +38,7 @@ def gpu_utilization(nvidia_smi: str, timeout: float = 20.0) -> list[float | None
 
 
 def unit_active(unit: str) -> bool | None:
-    done = _run(["systemctl", "is-active", unit])
-    state = done.stdout.strip() if done is not None else ""
+    state = process.run(["systemctl", "is-active", unit], 10).stdout.strip()
     if state in ACTIVE_STATES:
         return True
     if state in INACTIVE_STATES:
@@ -99,8 +92,8 @@ def boot(proc: str = "/proc") -> tuple[str, float] | None:
 def job_seconds(unit: str, monotonic=time.monotonic) -> float | None:
     """How long the job unit has been active, from systemd's own record of
     when it entered that state; None when it is not active or unreadable."""
-    done = _run(["systemctl", "show", "--property=ActiveState,ActiveEnterTimestampMonotonic", unit])
-    if done is None or done.returncode != 0:
+    done = process.run(["systemctl", "show", "--property=ActiveState,ActiveEnterTimestampMonotonic", unit], 10)
+    if done.rc != 0:
         return None
     props = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     try:

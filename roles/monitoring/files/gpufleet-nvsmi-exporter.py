@@ -24,7 +24,7 @@ import time
 # installed next to this script by _common's node_library step.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpufleet_nvidia_smi import query_gpus  # noqa: E402  pylint: disable=wrong-import-position
-from gpufleet_textfile import escape, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
+from gpufleet_textfile import gauge, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
 
 # nvidia-smi --query-gpu field -> (metric name, help, multiplier to base unit)
 FIELDS = {
@@ -69,37 +69,25 @@ def sample(value: float) -> str:
 
 def render(status: str, detail: str, rows: list[dict[str, str]], now: float) -> str:
     lines = [
-        "# HELP gpufleet_gpu_exporter_up 1 when nvidia-smi answered with GPU data, else 0.",
-        "# TYPE gpufleet_gpu_exporter_up gauge",
-        f"gpufleet_gpu_exporter_up {1 if status == 'ok' else 0}",
-        "# HELP gpufleet_gpu_exporter_status Why the exporter has or lacks data (ok, nvidia_smi_missing, no_driver, no_gpu, error).",
-        "# TYPE gpufleet_gpu_exporter_status gauge",
-        f'gpufleet_gpu_exporter_status{{status="{status}",detail="{escape(detail)}"}} 1',
-        "# HELP gpufleet_gpu_count GPUs nvidia-smi reports; 0 when it reports none or cannot run.",
-        "# TYPE gpufleet_gpu_count gauge",
-        f"gpufleet_gpu_count {len(rows)}",
-        "# HELP gpufleet_gpu_exporter_last_run_timestamp_seconds When the exporter last ran.",
-        "# TYPE gpufleet_gpu_exporter_last_run_timestamp_seconds gauge",
-        f"gpufleet_gpu_exporter_last_run_timestamp_seconds {now:.3f}",
+        *gauge("gpufleet_gpu_exporter_up", "1 when nvidia-smi answered with GPU data, else 0.",
+               [({}, status == "ok")]),
+        *gauge("gpufleet_gpu_exporter_status",
+               "Why the exporter has or lacks data (ok, nvidia_smi_missing, no_driver, no_gpu, error).",
+               [({"status": status, "detail": detail}, 1)]),
+        *gauge("gpufleet_gpu_count", "GPUs nvidia-smi reports; 0 when it reports none or cannot run.",
+               [({}, len(rows))]),
+        *gauge("gpufleet_gpu_exporter_last_run_timestamp_seconds", "When the exporter last ran.",
+               [({}, f"{now:.3f}")]),
     ]
     if rows:
-        lines += [
-            "# HELP gpufleet_gpu_info Identity of each GPU; always 1.",
-            "# TYPE gpufleet_gpu_info gauge",
-        ]
-        for row in rows:
-            labels = (
-                f'gpu="{escape(row["index"])}",uuid="{escape(row["uuid"])}",model="{escape(row["name"])}",'
-                f'driver_version="{escape(row["driver_version"])}",pci_bus_id="{escape(row["pci.bus_id"])}"'
-            )
-            lines.append(f"gpufleet_gpu_info{{{labels}}} 1")
+        lines += gauge("gpufleet_gpu_info", "Identity of each GPU; always 1.", [
+            ({"gpu": row["index"], "uuid": row["uuid"], "model": row["name"], "driver_version": row["driver_version"],
+              "pci_bus_id": row["pci.bus_id"]}, 1) for row in rows])
     for field, (metric, help_text, scale) in FIELDS.items():
         samples = [(row["index"], number(row.get(field, ""))) for row in rows]
-        samples = [(gpu, value) for gpu, value in samples if value is not None]
-        if not samples:
-            continue
-        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
-        lines += [f'{metric}{{gpu="{escape(gpu)}"}} {sample(value * scale)}' for gpu, value in samples]
+        samples = [({"gpu": gpu}, sample(value * scale)) for gpu, value in samples if value is not None]
+        if samples:
+            lines += gauge(metric, help_text, samples)
     return "\n".join(lines) + "\n"
 
 

@@ -31,16 +31,17 @@ import json
 import os
 import re
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-# The node-side library (gpufleet_nvidia_smi.py, gpufleet_textfile.py) is
-# installed next to this script by _common's node_library step.
+# The node-side library (gpufleet_nvidia_smi.py, gpufleet_process.py,
+# gpufleet_textfile.py) is installed next to this script by _common's
+# node_library step.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpufleet_process as process  # noqa: E402  pylint: disable=wrong-import-position
 from gpufleet_nvidia_smi import query_gpus as nvidia_smi_query  # noqa: E402  pylint: disable=wrong-import-position
-from gpufleet_textfile import escape, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
+from gpufleet_textfile import gauge, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
 
 RESULTS = ("pass", "fail", "skip", "unknown")
 QUERY = [
@@ -71,15 +72,10 @@ def result(check: str, outcome: str, detail: str, **data) -> dict:
 
 
 def run(argv: list[str], timeout: float) -> tuple[int | None, str]:
-    """(exit code, stdout+stderr); exit code None when the program is missing
-    or did not finish."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        return None, f"{argv[0]} not found"
-    except subprocess.TimeoutExpired:
-        return None, f"{argv[0]} did not finish within {timeout:.0f}s"
-    return proc.returncode, proc.stdout + proc.stderr
+    """(exit code, stdout+stderr); exit code None, and why, when the program
+    is missing or did not finish."""
+    done = process.run(argv, timeout)
+    return done.rc, (done.why if done.rc is None else done.stdout + done.stderr)
 
 
 def query_gpus(nvidia_smi: str) -> tuple[str, str, list[dict[str, str]]]:
@@ -311,40 +307,19 @@ def run_checks(cfg: dict, nccl: bool) -> dict:
 
 
 def metrics(report: dict, now: float) -> str:
-    lines = [
-        "# HELP gpufleet_health_check Result of each node_health check: 1 for its result, 0 for the others.",
-        "# TYPE gpufleet_health_check gauge",
-    ]
-    for check in report["checks"]:
-        for outcome in RESULTS:
-            value = 1 if check["result"] == outcome else 0
-            lines.append(f'gpufleet_health_check{{check="{escape(check["check"])}",result="{outcome}"}} {value}')
-    lines += [
-        "# HELP gpufleet_health_gpus_expected GPUs the inventory promises on this node (below 1: a vGPU share; "
-        "NaN: unknown).",
-        "# TYPE gpufleet_health_gpus_expected gauge",
-        f"gpufleet_health_gpus_expected {'NaN' if report['gpus_expected'] is None else report['gpus_expected']}",
-        "# HELP gpufleet_health_gpus_found GPUs nvidia-smi reports on this node.",
-        "# TYPE gpufleet_health_gpus_found gauge",
-        f"gpufleet_health_gpus_found {report['gpus_found']}",
-        "# HELP gpufleet_health_xid_events XID lines in the kernel log within the check's window.",
-        "# TYPE gpufleet_health_xid_events gauge",
-    ]
-    lines += [
-        f'gpufleet_health_xid_events{{pci="{escape(e["pci"])}",xid="{e["xid"]}"}} {e["count"]}'
-        for e in report["xid_events"]
-    ]
+    lines = gauge("gpufleet_health_check", "Result of each node_health check: 1 for its result, 0 for the others.",
+                  [({"check": check["check"], "result": outcome}, check["result"] == outcome)
+                   for check in report["checks"] for outcome in RESULTS])
+    lines += gauge("gpufleet_health_gpus_expected",
+                   "GPUs the inventory promises on this node (below 1: a vGPU share; NaN: unknown).",
+                   [({}, None if report["gpus_expected"] is None else str(report["gpus_expected"]))])
+    lines += gauge("gpufleet_health_gpus_found", "GPUs nvidia-smi reports on this node.", [({}, report["gpus_found"])])
+    lines += gauge("gpufleet_health_xid_events", "XID lines in the kernel log within the check's window.",
+                   [({"pci": e["pci"], "xid": e["xid"]}, e["count"]) for e in report["xid_events"]])
     if report["nccl_busbw_gbps"] is not None:
-        lines += [
-            "# HELP gpufleet_health_nccl_busbw_gbps all_reduce_perf average bus bandwidth, GB/s.",
-            "# TYPE gpufleet_health_nccl_busbw_gbps gauge",
-            f"gpufleet_health_nccl_busbw_gbps {report['nccl_busbw_gbps']}",
-        ]
-    lines += [
-        "# HELP gpufleet_health_last_run_timestamp_seconds When the checks last ran.",
-        "# TYPE gpufleet_health_last_run_timestamp_seconds gauge",
-        f"gpufleet_health_last_run_timestamp_seconds {now:.3f}",
-    ]
+        lines += gauge("gpufleet_health_nccl_busbw_gbps", "all_reduce_perf average bus bandwidth, GB/s.",
+                       [({}, str(report["nccl_busbw_gbps"]))])
+    lines += gauge("gpufleet_health_last_run_timestamp_seconds", "When the checks last ran.", [({}, f"{now:.3f}")])
     return "\n".join(lines) + "\n"
 
 

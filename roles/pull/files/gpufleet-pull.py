@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 # gpufleet_textfile.py is installed next to this script (from the
 # collection's plugins/module_utils/textfile.py).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpufleet_textfile import escape, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
+from gpufleet_textfile import gauge, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
 
 # The default callback's recap line, which the service pins as the stdout
 # callback (a repository's ansible.cfg could choose another).
@@ -117,43 +117,27 @@ def previous_success(path: str) -> float | None:
 
 def metrics(cfg: dict, rc: int, counts: dict[str, int] | None, started: float, ended: float,
             last_success: float | None) -> str:
-    labels = (
-        f'url="{escape(public_url(cfg["url"]))}",branch="{escape(cfg["branch"])}",'
-        f'playbook="{escape(cfg["playbook"])}",mode="{"check" if cfg.get("check") else "apply"}"'
-    )
+    info = {"url": public_url(cfg["url"]), "branch": cfg["branch"], "playbook": cfg["playbook"],
+            "mode": "check" if cfg.get("check") else "apply"}
     lines = [
-        "# HELP gpufleet_pull_info What gpufleet-pull runs: repository, branch, playbook and mode.",
-        "# TYPE gpufleet_pull_info gauge",
-        f"gpufleet_pull_info{{{labels}}} 1",
-        "# HELP gpufleet_pull_check_mode 1 when ansible-pull runs in check mode (drift only), 0 when it applies.",
-        "# TYPE gpufleet_pull_check_mode gauge",
-        f"gpufleet_pull_check_mode {1 if cfg.get('check') else 0}",
-        "# HELP gpufleet_pull_last_run_timestamp_seconds When the last ansible-pull run ended.",
-        "# TYPE gpufleet_pull_last_run_timestamp_seconds gauge",
-        f"gpufleet_pull_last_run_timestamp_seconds {ended:.0f}",
-        "# HELP gpufleet_pull_last_run_duration_seconds How long the last ansible-pull run took.",
-        "# TYPE gpufleet_pull_last_run_duration_seconds gauge",
-        f"gpufleet_pull_last_run_duration_seconds {ended - started:.1f}",
-        "# HELP gpufleet_pull_last_exit_status Exit status of the last ansible-pull run (0: success).",
-        "# TYPE gpufleet_pull_last_exit_status gauge",
-        f"gpufleet_pull_last_exit_status {rc}",
-        "# HELP gpufleet_pull_recap_found 1 when the last run reached its play recap, else 0 (the counts are then absent).",
-        "# TYPE gpufleet_pull_recap_found gauge",
-        f"gpufleet_pull_recap_found {0 if counts is None else 1}",
+        *gauge("gpufleet_pull_info", "What gpufleet-pull runs: repository, branch, playbook and mode.", [(info, 1)]),
+        *gauge("gpufleet_pull_check_mode", "1 when ansible-pull runs in check mode (drift only), 0 when it applies.",
+               [({}, bool(cfg.get("check")))]),
+        *gauge("gpufleet_pull_last_run_timestamp_seconds", "When the last ansible-pull run ended.",
+               [({}, f"{ended:.0f}")]),
+        *gauge("gpufleet_pull_last_run_duration_seconds", "How long the last ansible-pull run took.",
+               [({}, f"{ended - started:.1f}")]),
+        *gauge("gpufleet_pull_last_exit_status", "Exit status of the last ansible-pull run (0: success).", [({}, rc)]),
+        *gauge("gpufleet_pull_recap_found",
+               "1 when the last run reached its play recap, else 0 (the counts are then absent).",
+               [({}, counts is not None)]),
     ]
     if counts is not None:
-        lines += [
-            "# HELP gpufleet_pull_tasks Tasks of the last run by result, from its play recap; "
-            "changed in check mode is the node's drift.",
-            "# TYPE gpufleet_pull_tasks gauge",
-        ]
-        lines += [f'gpufleet_pull_tasks{{result="{key}"}} {counts[key]}' for key in COUNTS]
+        lines += gauge("gpufleet_pull_tasks", "Tasks of the last run by result, from its play recap; "
+                       "changed in check mode is the node's drift.",
+                       [({"result": key}, counts[key]) for key in COUNTS])
     if last_success is not None:
-        lines += [
-            f"# HELP {LAST_SUCCESS} When an ansible-pull run last exited 0.",
-            f"# TYPE {LAST_SUCCESS} gauge",
-            f"{LAST_SUCCESS} {last_success:.0f}",
-        ]
+        lines += gauge(LAST_SUCCESS, "When an ansible-pull run last exited 0.", [({}, f"{last_success:.0f}")])
     return "\n".join(lines) + "\n"
 
 

@@ -3,10 +3,10 @@ roles/*/files and are not a package): load them by path, make their imports
 resolve as they do on a node, and stand in for nvidia-smi where no GPU is.
 
 On a node, the gpufleet_kms package is the collection's module_utils (the
-_kms_client role copies it there), and gpufleet_textfile, gpufleet_clouds and
-gpufleet_nvidia_smi are plugins/module_utils/textfile.py, _clouds.py and
-_nvidia_smi.py, which _common's node_library step installs for the
-scripts."""
+_kms_client role copies it there), and gpufleet_textfile, gpufleet_clouds,
+gpufleet_nvidia_smi and gpufleet_process are plugins/module_utils/textfile.py,
+_clouds.py, _nvidia_smi.py and _process.py, which _common's node_library
+step installs for the scripts."""
 
 from __future__ import annotations
 
@@ -70,6 +70,7 @@ def load_script(relative: str):
 # gpufleet_storage imports gpufleet_kms_cli by name, as it does on a node.
 load_helper("_kms_client", "gpufleet_kms_cli.py", "gpufleet_kms_cli")
 _load("gpufleet_textfile", MODULE_UTILS / "textfile.py")
+_load("gpufleet_process", MODULE_UTILS / "_process.py")
 _load("gpufleet_clouds", MODULE_UTILS / "_clouds.py")
 _load("gpufleet_nvidia_smi", MODULE_UTILS / "_nvidia_smi.py")
 

@@ -71,7 +71,8 @@ def test_missing_nvidia_smi(tmp_path):
 
 
 def test_label_values_are_escaped():
-    assert exporter.escape('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    text = exporter.render("error", 'a"b\\c\nd', [], 0.0)
+    assert 'gpufleet_gpu_exporter_status{status="error",detail="a\\"b\\\\c\\nd"} 1' in text.splitlines()
 
 
 def test_main_writes_the_file_atomically(fake_nvidia_smi, tmp_path):

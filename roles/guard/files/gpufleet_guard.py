@@ -267,8 +267,8 @@ def write_metrics(config: Config, result: dict, events: dict) -> None:
         "gpufleet_guard_last_poll_timestamp_seconds",
         "When the guard last polled.",
         [({}, float(result["at"]))])
-    os.makedirs(config.textfile_dir, exist_ok=True)
-    textfile.write_atomic(os.path.join(config.textfile_dir, "gpufleet_guard.prom"), "\n".join(lines) + "\n")
+    textfile.write_atomic(os.path.join(config.textfile_dir, "gpufleet_guard.prom"), "\n".join(lines) + "\n",
+                          make_dirs=True)
 
 
 def main(argv=None) -> int:

@@ -45,5 +45,5 @@ test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
     "gpufleet.cloud.nccl",
     CASES,
     files=["/etc/apt/preferences.d/gpufleet-nccl", "/etc/nccl.conf", "/etc/gpufleet/nccl.env"],
-    packages=["libnccl2", "python3-debian"],
+    packages=["libnccl2"],
 )

@@ -59,5 +59,5 @@ test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(
     "gpufleet.cloud.nvidia_driver",
     CASES,
     files=["/etc/apt/preferences.d/gpufleet-nvidia_driver", "/etc/modprobe.d/gpufleet-blacklist-nouveau.conf"],
-    packages=["nvidia-smi", "nvidia-kernel-dkms", "python3-debian"],
+    packages=["nvidia-smi", "nvidia-kernel-dkms"],
 )

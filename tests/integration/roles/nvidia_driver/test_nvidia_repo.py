@@ -64,10 +64,10 @@ def driver_vars(fingerprint, branch, **extra):
     }
 
 
-def converge(repo_node, tmp_path, branch, *, check=False, **extra):
+def converge(repo_node, tmp_path, branch, *, check=False, diff=False, **extra):
     node, fingerprint = repo_node[:2]
     extra_vars = driver_vars(fingerprint, branch, **extra)
-    return run_roles(node, tmp_path, ["gpufleet.cloud.nvidia_driver"], extra_vars, check=check)
+    return run_roles(node, tmp_path, ["gpufleet.cloud.nvidia_driver"], extra_vars, check=check, diff=diff)
 
 
 def assert_branch(node, branch):
@@ -83,13 +83,19 @@ def assert_branch(node, branch):
     assert node_exec(node, "systemctl", "is-enabled", "nvidia-fabricmanager").stdout.strip() == "enabled"
     sources = node_exec(node, "cat", "/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources").stdout
     assert f"URIs: {NVIDIA_URL if branch == '590' else CUDA_MIRROR}/debian12/x86_64/" in sources
+    assert "Signed-By: /etc/apt/keyrings/gpufleet-nvidia-cuda.asc" in sources
 
 
 def test_branches_move_across_the_rename(repo_node, tmp_path):
     node = repo_node[0]
-    fresh = converge(repo_node, tmp_path, "570", check=True)
+    fresh = converge(repo_node, tmp_path, "570", check=True, diff=True)
     assert fresh.returncode == 0, fresh.stdout[-5000:]
     assert not installed(node).keys() & HELD["570"], "check mode installed something"
+    # The repository a fresh node lacks is reported, with what would be
+    # written, and not written.
+    assert f"+URIs: {CUDA_MIRROR}/debian12/x86_64/" in fresh.stdout, fresh.stdout[-5000:]
+    for path in ("/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources", "/etc/apt/keyrings/gpufleet-nvidia-cuda.asc"):
+        assert node_exec(node, "test", "-e", path).returncode != 0, path
 
     for previous, branch in ((None, "570"), ("570", "580"), ("580", "590")):
         if previous:

@@ -19,11 +19,13 @@ def escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def write_atomic(path: str, text: str, make_dirs: bool = False) -> None:
+def write_atomic(path: str, text: str, make_dirs: bool = False, mode: int = 0o644, sync: bool = False) -> None:
     """Write next to the target and rename over it: readers (node_exporter,
     a monitoring agent, a job) see the old file or the new one, never a
-    partial one. The file is readable by all. ``make_dirs`` creates its
-    directory first."""
+    partial one. The file gets ``mode`` (readable by all unless told
+    otherwise). ``make_dirs`` creates its directory first; ``sync`` puts
+    the content on disk before the rename, for a state file that must
+    survive a power cut whole."""
     directory = os.path.dirname(os.path.abspath(path))
     if make_dirs:
         os.makedirs(directory, exist_ok=True)
@@ -31,7 +33,10 @@ def write_atomic(path: str, text: str, make_dirs: bool = False) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        os.chmod(tmp, 0o644)
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -50,6 +55,16 @@ def gauge(name: str, help_text: str, samples) -> list:
         label_text = ",".join('%s="%s"' % (key, escape(str(text))) for key, text in labels.items())
         lines.append("%s{%s} %s" % (name, label_text, _sample(value)) if label_text else "%s %s" % (name, _sample(value)))
     return lines
+
+
+def sample_text(value) -> str:
+    """A sample value at full precision: a whole number as an integer (80
+    GiB as 85899345920, where "%g" would round it to six digits), any other
+    float as the shortest text that reads back as the same float."""
+    if isinstance(value, int):
+        return str(int(value))
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
 
 
 def _sample(value) -> str:

@@ -35,7 +35,7 @@ import time
 # script by _common's node_library step; python3 -I leaves the script's
 # directory off sys.path.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpufleet_textfile import gauge, write_atomic  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from gpufleet_textfile import gauge, sample_text, write_atomic  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 SETTINGS = "/etc/gpufleet/backup/settings.json"
 # Every command that writes to the repository takes this lock first. Its
@@ -102,7 +102,7 @@ class Backup:
         lines = []
         for name in sorted(values):
             value = values[name]
-            lines += gauge(METRIC_PREFIX + name, helps.get(name, name), [({}, float(value) if value % 1 else int(value))])
+            lines += gauge(METRIC_PREFIX + name, helps.get(name, name), [({}, sample_text(value))])
         write_atomic(self._metrics_path(), "\n".join(lines) + "\n")
 
     def snapshots(self):

@@ -21,7 +21,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import time
 
 import gpufleet_guard_actions as actions
@@ -116,14 +115,9 @@ def load_state(path: str) -> dict:
 
 
 def save_state(path: str, state: dict) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".state.", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(state, handle, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    # Only root reads it; on disk before the rename, so a power cut leaves
+    # the old record or the new one, and an event is never acted on twice.
+    textfile.write_atomic(path, json.dumps(state, indent=1, sort_keys=True), make_dirs=True, mode=0o600, sync=True)
 
 
 class Guard:

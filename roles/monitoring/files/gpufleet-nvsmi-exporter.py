@@ -24,7 +24,7 @@ import time
 # installed next to this script by _common's node_library step.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpufleet_nvidia_smi import query_gpus  # noqa: E402  pylint: disable=wrong-import-position
-from gpufleet_textfile import gauge, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
+from gpufleet_textfile import gauge, sample_text, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
 
 # nvidia-smi --query-gpu field -> (metric name, help, multiplier to base unit)
 FIELDS = {
@@ -62,11 +62,6 @@ def number(text: str) -> float | None:
         return None
 
 
-def sample(value: float) -> str:
-    """A sample value at full precision (":g" would round 80 GiB to 6 digits)."""
-    return str(int(value)) if value.is_integer() else repr(value)
-
-
 def render(status: str, detail: str, rows: list[dict[str, str]], now: float) -> str:
     lines = [
         *gauge("gpufleet_gpu_exporter_up", "1 when nvidia-smi answered with GPU data, else 0.",
@@ -85,7 +80,7 @@ def render(status: str, detail: str, rows: list[dict[str, str]], now: float) -> 
               "pci_bus_id": row["pci.bus_id"]}, 1) for row in rows])
     for field, (metric, help_text, scale) in FIELDS.items():
         samples = [(row["index"], number(row.get(field, ""))) for row in rows]
-        samples = [({"gpu": gpu}, sample(value * scale)) for gpu, value in samples if value is not None]
+        samples = [({"gpu": gpu}, sample_text(value * scale)) for gpu, value in samples if value is not None]
         if samples:
             lines += gauge(metric, help_text, samples)
     return "\n".join(lines) + "\n"

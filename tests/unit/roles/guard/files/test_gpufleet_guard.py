@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 
 import pytest
 
@@ -110,6 +111,11 @@ def test_a_spot_notice_is_acted_on_once_even_across_a_restart(tmp_path):
         make(tmp_path, url, clock, node, commands).poll()  # a restarted daemon, same notice
     assert [e.reason for e in first["events"]] == ["spot"]
     assert commands.calls == [["systemctl", "kill", "--signal=SIGTERM", "--kill-whom=main", "train.service"]]
+    # The record that kept the second daemon from acting again: root's only,
+    # and the only file in its directory (no temporary left behind).
+    state = tmp_path / "state" / "state.json"
+    assert oct(state.stat().st_mode & 0o777) == "0o600" and list(json.loads(state.read_text())["events"])
+    assert os.listdir(state.parent) == ["state.json"]
     marker = json.loads((tmp_path / "run" / "event.json").read_text())
     assert marker["reason"] == "spot" and marker["deadline_utc"] == "2026-12-03T04:05:33Z"
     text = metrics(tmp_path)

@@ -325,15 +325,47 @@ RENAMED = {
 }
 
 
+# A role's switches renamed to say what they do (<thing>_enabled, or a
+# verb phrase), full names. The old name is still read for one release:
+# the role's default for the new one is the old one's value where that is
+# set (defaults/main.yml), and the preflight warns.
+OPTIONS_RENAMED = {
+    "backup_rclone": "backup_rclone_enabled",
+    "baseline_time_sync": "baseline_time_sync_enabled",
+    "cuda_profile": "cuda_profile_enabled",
+    "cuda_ldconfig": "cuda_ldconfig_enabled",
+    "guard_spot": "guard_spot_enabled",
+    "guard_idle": "guard_idle_enabled",
+    "guard_idle_ssh": "guard_idle_ssh_keeps_busy",
+    "guard_stop_instance_role": "guard_stop_uses_instance_role",
+    "monitoring_node_exporter": "monitoring_node_exporter_enabled",
+    "monitoring_dcgm_hostengine": "monitoring_dcgm_hostengine_enabled",
+    "node_health_persistence_mode": "node_health_persistence_mode_required",
+    "node_health_pcie": "node_health_pcie_enabled",
+    "node_health_nccl": "node_health_nccl_enabled",
+    "node_health_nccl_on_timer": "node_health_nccl_runs_on_timer",
+    "nvidia_driver_persistenced": "nvidia_driver_persistenced_enabled",
+    "pull_check_mode": "pull_check_mode_enabled",
+    "security_sshd": "security_sshd_enabled",
+    "security_firewall": "security_firewall_enabled",
+    "security_listening_ports_check": "security_listening_ports_check_enabled",
+}
+
+
+def _renamed_to(spec, name):
+    if not name.startswith(spec.prefix):
+        return None
+    return OPTIONS_RENAMED.get(name) or RENAMED.get(name[len(spec.prefix):])
+
+
 def renamed_inputs(spec, names):
     """(variable, its new name) for every renamed option of the role set."""
-    return [(name, RENAMED[name[len(spec.prefix):]]) for name in sorted(names)
-            if name.startswith(spec.prefix) and name[len(spec.prefix):] in RENAMED]
+    return [(name, _renamed_to(spec, name)) for name in sorted(names) if _renamed_to(spec, name)]
 
 
 def renamed_message(name, new):
-    return ("%s is renamed: use %s, one setting for every role (%s is still read in this release, where %s "
-            "is not set)." % (name, new, name, new))
+    return ("%s is renamed: use %s%s (%s is still read in this release, where %s is not set)."
+            % (name, new, ", one setting for every role" if new.startswith("gpufleet_") else "", name, new))
 
 
 # Fleet-wide settings every role reads, and what each takes (an example).
@@ -372,7 +404,7 @@ def unknown_inputs(spec, names):
     known = sorted(set(spec.options) | spec.outputs)
     found = []
     for name in sorted(names):
-        if not name.startswith(spec.prefix) or spec.is_known(name) or name[len(spec.prefix):] in RENAMED:
+        if not name.startswith(spec.prefix) or spec.is_known(name) or _renamed_to(spec, name):
             continue
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
         found.append((name, close[0] if close else None))

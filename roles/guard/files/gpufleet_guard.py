@@ -30,7 +30,7 @@ import gpufleet_guard_triggers as triggers
 import gpufleet_textfile as textfile
 
 CONFIG_PATH = "/etc/gpufleet/guard/config.json"
-# "off": not a spot node (guard_spot false), where no notice is read.
+# "off": not a spot node (guard_spot_enabled false), where no notice is read.
 SPOT_OFF = "off"
 SPOT_STATES = (notice.NOTICE, notice.WARNING, notice.CLEAR, notice.UNKNOWN, notice.UNSUPPORTED, SPOT_OFF)
 BUDGET_STATES = (triggers.OK, triggers.ALARM, triggers.CAP, triggers.UNKNOWN)

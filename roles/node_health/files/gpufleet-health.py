@@ -150,7 +150,7 @@ def check_driver(pin: str, gpus: list) -> dict:
 
 def check_persistence(required: bool, gpus: list) -> dict:
     if not required:
-        return result("persistence_mode", "skip", "not required (node_health_persistence_mode)")
+        return result("persistence_mode", "skip", "not required (node_health_persistence_mode_required)")
     off = [g["index"] for g in gpus if g["persistence_mode"] != "Enabled"]
     if off:
         return result("persistence_mode", "fail", f"persistence mode is off on GPU {', '.join(off)}", gpus=off)
@@ -183,7 +183,7 @@ def check_ecc(required: bool, max_uncorrected: int, gpus: list) -> dict:
 
 def check_pcie(enabled: bool, gpus: list) -> dict:
     if not enabled:
-        return result("pcie_link", "skip", "not enabled (node_health_pcie)")
+        return result("pcie_link", "skip", "not enabled (node_health_pcie_enabled)")
     narrow, slow, idle = [], [], []
     for g in gpus:
         width, width_max = g["pcie.link.width.current"], g["pcie.link.width.max"]
@@ -240,7 +240,7 @@ def check_xid(window_minutes: int, ignore: list[int], applies: bool, no_gpu_reas
 
 def check_nccl(cfg: dict, requested: bool, gpus: list) -> tuple[dict, float | None]:
     if not cfg.get("enabled"):
-        return result("nccl_busbw", "skip", "not enabled (node_health_nccl)"), None
+        return result("nccl_busbw", "skip", "not enabled (node_health_nccl_enabled)"), None
     if not requested:
         return result("nccl_busbw", "skip", "runs from playbooks/health.yml, not from the timer"), None
     argv = [cfg["binary"], *cfg.get("args", []), "-g", str(len(gpus))]

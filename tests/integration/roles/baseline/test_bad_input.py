@@ -28,7 +28,7 @@ CASES = {
     "wrong type: list expected": ({"baseline_packages": "curl"}, "baseline_packages", "expected a list"),
     "wrong type: int expected": ({"baseline_nofile": "lots"}, "baseline_nofile"),
     "unknown choice": ({"baseline_kernel_apply": "sometimes"}, "baseline_kernel_apply"),
-    "wrong type: bool expected": ({"baseline_time_sync": "perhaps"}, "baseline_time_sync"),
+    "wrong type: bool expected": ({"baseline_time_sync_enabled": "perhaps"}, "baseline_time_sync_enabled"),
     "bad package name": ({"baseline_extra_packages": ["curl; rm -rf /"]}, "baseline_extra_packages"),
     "bad sysctl key": ({"baseline_sysctl_extra": {"not a key": 1}}, "baseline_sysctl_extra"),
     "nested sysctl value": ({"baseline_sysctl_extra": {"vm.swappiness": {"a": 1}}}, "baseline_sysctl_extra"),

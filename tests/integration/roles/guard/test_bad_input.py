@@ -24,7 +24,7 @@ CASES = {
         "did you mean guard_idle_window_minutes?",
     ),
     "string for a list": ({"guard_job_units": "train.service"}, "guard_job_units", "expected a list"),
-    "spot without a cloud": ({"guard_spot": True, "guard_cloud": ""}, "guard_cloud"),
+    "spot without a cloud": ({"guard_spot_enabled": True, "guard_cloud": ""}, "guard_cloud"),
     "unknown final action": ({"guard_final_action": "terminate"}, "guard_final_action"),
     # The stop through the cloud's SDK: the cloud, the instance and
     # credentials, each named.
@@ -33,7 +33,7 @@ CASES = {
     "stop without the instance": (
         {**STOP, "guard_stop_instance_id": ""}, "guard_stop_instance_id", "gpufleet_instance_id"),
     "stop without credentials": (
-        {**STOP, "guard_stop_credentials": {}}, "guard_stop_instance_role", "guard_stop_credentials"),
+        {**STOP, "guard_stop_credentials": {}}, "guard_stop_uses_instance_role", "guard_stop_credentials"),
     "stop with half a key": (
         {**STOP, "guard_stop_credentials": {"access_key_id": "AKIDhalf"}}, "guard_stop_credentials"),
     "stop with an unknown credential key": (
@@ -51,7 +51,7 @@ CASES = {
     # AWS gives a spot instance 2 minutes: a 180 s margin leaves the hook
     # nothing, whatever guard_checkpoint_seconds (idle and budget only) says.
     "a margin past AWS's spot notice": (
-        {"guard_spot": True, "guard_cloud": "aws", "guard_hook_margin_seconds": 180, "guard_checkpoint_seconds": 600},
+        {"guard_spot_enabled": True, "guard_cloud": "aws", "guard_hook_margin_seconds": 180, "guard_checkpoint_seconds": 600},
         "guard_hook_margin_seconds", "a spot notice on AWS comes 120 s before the reclaim"),
 }
 

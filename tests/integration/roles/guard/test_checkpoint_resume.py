@@ -85,10 +85,10 @@ def backup_vars(port: int, bucket: str = BUCKET) -> dict:
 
 GUARD_VARS = {
     "guard_cloud": "aws",
-    "guard_spot": True,
+    "guard_spot_enabled": True,
     "guard_metadata_endpoint": f"http://127.0.0.1:{METADATA_PORT}",
     "guard_poll_seconds": 1,
-    "guard_idle": False,
+    "guard_idle_enabled": False,
     "guard_job_units": ["toy-train.service"],
     # The backup role's own services, with their environment, lock and
     # metrics: the snapshot, then the copy to the second store.
@@ -116,7 +116,7 @@ def latest(name: str) -> dict:
 def rclone_vars(port: int, copy_port: int) -> dict:
     remote = "type = s3\nprovider = Other\naccess_key_id = testing\nsecret_access_key = testing-secret\n"
     return {
-        "backup_rclone": True,
+        "backup_rclone_enabled": True,
         "backup_rclone_config": f"[first]\n{remote}endpoint = http://{HOST_LOOPBACK}:{port}\n\n"
                                 f"[second]\n{remote}endpoint = http://{HOST_LOOPBACK}:{copy_port}\n",
         "backup_rclone_sync": [{"source": f"first:{BUCKET}", "destination": f"second:{COPY}"}],

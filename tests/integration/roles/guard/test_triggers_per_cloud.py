@@ -69,9 +69,9 @@ def guard_vars(lab, cloud: str, **extra) -> dict:
     _name, apis, instances = lab
     return {
         "guard_cloud": cloud,
-        "guard_spot": True,
+        "guard_spot_enabled": True,
         "guard_metadata_endpoint": f"http://127.0.0.1:{METADATA_PORTS[cloud]}",
-        "guard_idle": False,
+        "guard_idle_enabled": False,
         "guard_poll_seconds": 1,
         "guard_checkpoint_seconds": 30,
         "guard_final_action": "stop",
@@ -116,7 +116,7 @@ def finished(name: str) -> bool:
 def test_aliyun_a_spend_cap_stops_the_instance_exactly_once(lab):
     name, apis, instances = lab
     emulator, inst = apis["aliyun"], instances["aliyun"]
-    settings = {"guard_spot": False, "guard_price_per_hour": 3600, "guard_node_cap": 1}  # 1 a second
+    settings = {"guard_spot_enabled": False, "guard_price_per_hour": 3600, "guard_node_cap": 1}  # 1 a second
     # ECS's throttling answer to the first stop call.
     emulator.faults.throttle(1, action="StopInstance")
 
@@ -216,7 +216,7 @@ def test_huawei_says_it_has_no_notice_and_idle_gpus_stop_the_instance_once(lab):
     # fails while that file is missing.
     sh(name, "printf '#!/bin/sh\\nexec cat /run/gft-gpu-util\\n' > /usr/local/bin/gft-nvidia-smi"
              " && chmod 0755 /usr/local/bin/gft-nvidia-smi && printf '[N/A]\\n0\\n' > /run/gft-gpu-util")
-    converge(lab, "huawei", guard_idle=True, guard_idle_grace_minutes=0, guard_idle_window_minutes=1,
+    converge(lab, "huawei", guard_idle_enabled=True, guard_idle_grace_minutes=0, guard_idle_window_minutes=1,
              guard_idle_threshold_percent=10, guard_nvidia_smi_path="/usr/local/bin/gft-nvidia-smi")
     wait_for(lambda: spot_state(name, "huawei", "unsupported"), "the guard's first poll", 60)
 

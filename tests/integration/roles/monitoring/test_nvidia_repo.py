@@ -1,4 +1,4 @@
-"""DCGM's host engine from NVIDIA's repository (monitoring_dcgm_hostengine):
+"""DCGM's host engine from NVIDIA's repository (monitoring_dcgm_hostengine_enabled):
 first from the default source, cuda_repo, answered at NVIDIA's own URL by
 the local copy of NVIDIA's repository (tests/emulators/nvidia_repos.py),
 then from the same copy as a mirror, moving DCGM's version and its CUDA
@@ -32,9 +32,9 @@ def repo_node(fresh_node, tmp_path_factory):
 def dcgm_vars(fingerprint, **extra):
     return {
         # Only the host engine: the exporters have their own tests.
-        "monitoring_node_exporter": False,
+        "monitoring_node_exporter_enabled": False,
         "monitoring_gpu_exporter": "none",
-        "monitoring_dcgm_hostengine": True,
+        "monitoring_dcgm_hostengine_enabled": True,
         "monitoring_dcgm_repo_key_fingerprints": [fingerprint],
         "monitoring_dcgm_version": "4.2.3",
         # No driver on this node to tell the CUDA major.

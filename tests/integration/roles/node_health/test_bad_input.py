@@ -24,7 +24,7 @@ CASES = {
     # A share below 1 is a vGPU slice; above 1 a count is whole.
     "GPU count a fraction above 1": ({"node_health_expected_gpu_count": 1.5}, "node_health_expected_gpu_count"),
     "GPU count negative": ({"node_health_expected_gpu_count": -1}, "node_health_expected_gpu_count"),
-    "NCCL check with a threshold of 0": ({"node_health_nccl": True, "node_health_nccl_min_busbw_gbps": 0},
+    "NCCL check with a threshold of 0": ({"node_health_nccl_enabled": True, "node_health_nccl_min_busbw_gbps": 0},
                                          "node_health_nccl_min_busbw_gbps"),
     "bad driver pin": ({"node_health_driver_version": "r550"}, "node_health_driver_version"),
     "negative ECC limit": ({"node_health_ecc_max_uncorrected": -1}, "node_health_ecc_max_uncorrected"),

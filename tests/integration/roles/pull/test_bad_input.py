@@ -48,7 +48,7 @@ CASES = {
     "interval not a number": (dict(GOOD, pull_interval_minutes="hourly"), "pull_interval_minutes", "int"),
     "relative checkout directory": (dict(GOOD, pull_directory="pull/checkout"), "pull_directory", "absolute paths"),
     "unknown Ansible package": (dict(GOOD, pull_ansible_package="ansible-base"), "pull_ansible_package", "ansible-base"),
-    "check mode not a boolean": (dict(GOOD, pull_check_mode="sometimes"), "pull_check_mode", "must be true or false"),
+    "check mode not a boolean": (dict(GOOD, pull_check_mode_enabled="sometimes"), "pull_check_mode_enabled", "must be true or false"),
 }
 
 test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(

@@ -72,6 +72,7 @@ CASES = {
     "a number with a unit": {"baseline_nofile": "1M"},
     "a value outside the choices": {"baseline_kernel_apply": "sometimes"},
     "a renamed option": {"baseline_apt_cache_valid_time": 600, "gpufleet_strict_inputs": True},
+    "a renamed switch": {"baseline_time_sync": False, "gpufleet_strict_inputs": True},
     "a fleet setting of the wrong kind": {"gpufleet_apt_cache_valid_time": "hourly"},
     "a relative textfile directory": {"gpufleet_textfile_dir": "{{ 'metrics' }}"},
     "a warning check fails": {"check_value": 1500},
@@ -172,6 +173,10 @@ def test_a_renamed_option_warns_even_when_strict_and_a_fleet_setting_is_checked(
     assert r["warnings"] == ["baseline_apt_cache_valid_time is renamed: use gpufleet_apt_cache_valid_time, one setting "
                              "for every role (baseline_apt_cache_valid_time is still read in this release, where "
                              "gpufleet_apt_cache_valid_time is not set)."], r
+    r = results["a renamed switch"]
+    assert not r.get("failed") and r["unknown_inputs"] == [], r
+    assert r["warnings"] == ["baseline_time_sync is renamed: use baseline_time_sync_enabled (baseline_time_sync is "
+                             "still read in this release, where baseline_time_sync_enabled is not set)."], r
     r = results["a fleet setting of the wrong kind"]
     assert r.get("failed") and r["msg"].startswith("gpufleet_apt_cache_valid_time must be 0 or more seconds"), r
     # Templated as the play reads it, then refused naming only it.

@@ -28,7 +28,7 @@ from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _drift
         ("ansible.builtin.template", {"false_condition": "not ansible_check_mode or 'chrony' in packages"},
          "skipped", _drift.NOT_VERIFIED),
         # a `when:` that does not apply to this host says nothing
-        ("ansible.builtin.template", {"false_condition": "baseline_time_sync"}, "skipped", None),
+        ("ansible.builtin.template", {"false_condition": "baseline_time_sync_enabled"}, "skipped", None),
         # a command whose condition, read from the node, says nothing is to do
         ("ansible.builtin.command", {"false_condition": "'hash' not in live.stdout"}, "skipped", None),
         # a command skipped by a condition on check mode: not verified

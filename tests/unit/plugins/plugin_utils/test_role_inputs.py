@@ -117,8 +117,8 @@ def test_a_list_for_a_dictionary_names_no_internal_class():
     # The issue's: a unit in a number of minutes.
     ("backup_rpo_minutes", "15m", "backup_rpo_minutes must be a whole number (got a string '15m'), "
                                   "for example backup_rpo_minutes: 15."),
-    ("backup_rclone", "perhaps", "backup_rclone must be true or false (got a string 'perhaps'), "
-                                 "for example backup_rclone: false."),
+    ("backup_rclone_enabled", "perhaps", "backup_rclone_enabled must be true or false (got a string 'perhaps'), "
+                                 "for example backup_rclone_enabled: false."),
     ("backup_repository_bucket", ["a", "b"], "backup_repository_bucket must be a string (got a list ['a', 'b']), "
                                              "for example backup_repository_bucket: 'text'."),
     ("backup_rpo_minutes", True, "backup_rpo_minutes must be a whole number (got true or false True), "
@@ -160,7 +160,7 @@ def test_every_roles_defaults_pass_the_type_check(role):
 
 
 def test_numbers_given_as_strings_pass_as_ansible_takes_them():
-    assert _role_inputs.type_errors(spec("backup"), {"backup_rpo_minutes": "15", "backup_rclone": "yes"}) == []
+    assert _role_inputs.type_errors(spec("backup"), {"backup_rpo_minutes": "15", "backup_rclone_enabled": "yes"}) == []
 
 
 def test_lists_and_tuples_pass_and_unset_options_are_not_checked():

@@ -26,18 +26,18 @@ REFUSED = {
     "relative hook program": ({"guard_checkpoint_hook": ["save.sh"]}, {"guard_checkpoint_hook"}, "save.sh"),
     # The case: AWS gives 2 minutes; a 180 s margin leaves nothing.
     "margin past AWS's notice": (
-        {"guard_spot": True, "guard_cloud": "aws", "guard_hook_margin_seconds": 180, "guard_checkpoint_seconds": 600},
+        {"guard_spot_enabled": True, "guard_cloud": "aws", "guard_hook_margin_seconds": 180, "guard_checkpoint_seconds": 600},
         {"guard_hook_margin_seconds", "guard_poll_seconds", "guard_checkpoint_seconds"},
         "a spot notice on AWS comes 120 s before the reclaim: after a poll of guard_poll_seconds (5 s) the "
         "checkpoint hook would get -65 s, no time at all. Set guard_hook_margin_seconds below 115, for example 10."),
     # Tencent's window is 2 minutes too; the poll's 5 s and 115 s of margin
     # use all of it.
     "margin that uses Tencent's whole notice": (
-        {"guard_spot": True, "guard_cloud": "tencent", "guard_hook_margin_seconds": 115},
+        {"guard_spot_enabled": True, "guard_cloud": "tencent", "guard_hook_margin_seconds": 115},
         {"guard_hook_margin_seconds", "guard_poll_seconds", "guard_checkpoint_seconds"},
         "a spot notice on Tencent Cloud comes 120 s before the reclaim"),
     "poll that outlasts Alibaba's notice": (
-        {"guard_spot": True, "guard_cloud": "aliyun", "guard_poll_seconds": 300},
+        {"guard_spot_enabled": True, "guard_cloud": "aliyun", "guard_poll_seconds": 300},
         {"guard_hook_margin_seconds", "guard_poll_seconds", "guard_checkpoint_seconds"},
         "a spot notice on Alibaba Cloud comes 300 s before the reclaim: after a poll of guard_poll_seconds (300 s) "
         "the checkpoint hook would get -10 s, no time at all. Poll more often and keep back less, for example "
@@ -70,7 +70,7 @@ def test_the_defaults_pass_without_a_warning():
     ("huawei", 600, False),
 ])
 def test_a_hook_that_gets_little_of_the_notice_is_warned_about(cloud, margin, warned):
-    refused, warnings = evaluate("guard", {"guard_spot": True, "guard_cloud": cloud, "guard_hook_margin_seconds": margin})
+    refused, warnings = evaluate("guard", {"guard_spot_enabled": True, "guard_cloud": cloud, "guard_hook_margin_seconds": margin})
     assert refused == []
     assert bool(warnings) == warned, warnings
     if warned:
@@ -80,4 +80,4 @@ def test_a_hook_that_gets_little_of_the_notice_is_warned_about(cloud, margin, wa
 
 def test_off_spot_a_long_margin_is_the_idle_and_budget_deadlines_business():
     # guard_checkpoint_seconds is their deadline; no spot window applies.
-    assert evaluate("guard", {"guard_spot": False, "guard_cloud": "aws", "guard_hook_margin_seconds": 180}) == ([], [])
+    assert evaluate("guard", {"guard_spot_enabled": False, "guard_cloud": "aws", "guard_hook_margin_seconds": 180}) == ([], [])

@@ -7,7 +7,7 @@ import pytest
 
 from tests.unit.roles.preflight_checks import evaluate
 
-ON_TIMER = {"node_health_nccl": True, "node_health_nccl_on_timer": True, "node_health_nccl_min_busbw_gbps": 100}
+ON_TIMER = {"node_health_nccl_enabled": True, "node_health_nccl_runs_on_timer": True, "node_health_nccl_min_busbw_gbps": 100}
 
 
 @pytest.mark.parametrize("timeout, interval, warned", [
@@ -27,5 +27,5 @@ def test_an_nccl_test_that_may_outlast_the_interval_is_warned_about(timeout, int
 
 
 def test_off_the_timer_the_timeout_is_the_runs_own():
-    assert evaluate("node_health", {"node_health_nccl": True, "node_health_nccl_min_busbw_gbps": 100,
+    assert evaluate("node_health", {"node_health_nccl_enabled": True, "node_health_nccl_min_busbw_gbps": 100,
                                     "node_health_nccl_timeout_seconds": 3600}) == ([], [])

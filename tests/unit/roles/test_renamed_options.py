@@ -1,0 +1,84 @@
+"""A role's switches renamed to say what they do
+(_role_inputs.OPTIONS_RENAMED, for example guard_idle to guard_idle_enabled):
+the new name is the documented option and the old one is not; for one
+release the role's default for the new name is the old one's value where a
+play still sets it, else the documented default; the preflight names the
+new name instead of calling the old one unknown; and nothing else in the
+collection reads the old name."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _role_inputs
+
+ROOT = Path(__file__).resolve().parents[3]
+ROLES = sorted((p.name for p in (ROOT / "roles").iterdir() if (p / "meta" / "argument_specs.yml").exists()),
+               key=len, reverse=True)
+RENAMES = sorted(_role_inputs.OPTIONS_RENAMED.items())
+
+
+def role_of(name: str) -> str:
+    return next(role for role in ROLES if name.startswith(role + "_"))
+
+
+def _yaml(path: Path) -> dict:
+    return yaml.safe_load(path.read_text()) or {}
+
+
+@pytest.mark.parametrize("old, new", RENAMES)
+def test_the_new_name_is_documented_and_the_old_one_is_not(old, new):
+    role = role_of(new)
+    assert role_of(old) == role, (old, new)
+    spec = _role_inputs.RoleSpec(str(ROOT / "roles" / role), role)
+    assert spec.is_known(new) and not spec.is_known(old)
+    documented = _yaml(ROOT / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"][new]
+    assert documented["type"] == "bool"
+    text = documented["description"]
+    assert f"Called C({old}) before" in (" ".join(text) if isinstance(text, list) else text)
+    # Not an unknown variable, even under gpufleet_strict_inputs: the new name, with advice.
+    assert _role_inputs.unknown_inputs(spec, [old]) == []
+    assert _role_inputs.renamed_inputs(spec, [old, new]) == [(old, new)]
+    assert _role_inputs.renamed_message(old, new) == (
+        f"{old} is renamed: use {new} ({old} is still read in this release, where {new} is not set).")
+
+
+@pytest.mark.parametrize("old, new", RENAMES)
+def test_the_old_name_is_still_read_where_the_new_one_is_not_set(old, new):
+    role = role_of(new)
+    default = _yaml(ROOT / "roles" / role / "defaults" / "main.yml")[new]
+    documented = _yaml(ROOT / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"][new]
+
+    def render(**variables):
+        return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(default))
+
+    if documented.get("default") is None:
+        # guard_spot_enabled: the inventory's spot flag, where nothing else is set.
+        assert render(gpufleet_spot=True) is True and render(gpufleet_spot=False) is False and render() is False
+        shipped = False
+    else:
+        shipped = documented["default"]
+        assert render() is shipped
+    assert render(**{old: not shipped}) is (not shipped)
+    assert render(**{old: shipped}) is shipped
+
+
+def test_nothing_but_the_defaults_reads_an_old_name():
+    # Changelogs keep history, and the rename's own documentation and tests name the old names.
+    keep = {"roles/%s/defaults/main.yml" % role_of(new) for _old, new in RENAMES} | {
+        "plugins/plugin_utils/_role_inputs.py", "tests/unit/roles/test_renamed_options.py",
+        "tests/unit/plugins/action/test_preflight.py"}
+    found = subprocess.run(["git", "grep", "-nwE", "|".join(old for old, _new in RENAMES), "--", ".",
+                            ":!changelogs", ":!roles/*/meta/argument_specs.yml", ":!roles/*/README.md"],
+                           cwd=ROOT, capture_output=True, text=True, check=False)
+    assert found.returncode in (0, 1), found.stderr
+    # A step tag may share an old name (security_firewall): tags are not variables.
+    readers = [line for line in found.stdout.splitlines()
+               if line.split(":", 1)[0] not in keep and "tags: [" not in line]
+    assert readers == []

@@ -93,9 +93,10 @@ CSV_FORMAT = "--format=csv,noheader,nounits"
 # --query-gpu form is checked apart (any fields, CSV output).
 READ_ONLY_SMI = (("-q", "-x"), ("topo", "-m"), ("nvlink", "-s"))
 NCCL_ARGS = ["-b", "8M", "-e", "128M", "-f", "2"]
-# node_health's defaults for its checks (node_health_<key> in
-# roles/node_health/defaults/main.yml; a unit test keeps them equal). A
-# bare machine has no YAML parser to read them from there.
+# node_health's defaults for its checks, by the health script's setting
+# (the role's option node_health_<key>, or the name it was renamed to; a
+# unit test keeps them equal to roles/node_health/meta/argument_specs.yml).
+# A bare machine has no YAML parser to read them from there.
 HEALTH_DEFAULTS = {
     "driver_version": "",
     "persistence_mode": True,

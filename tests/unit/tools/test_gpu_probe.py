@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.gpufleet.cloud.plugins.plugin_utils._role_inputs import OPTIONS_RENAMED
+
 ROOT = Path(__file__).resolve().parents[3]
 PROBE = ROOT / "tools" / "gpu_probe.py"
 FIXTURES = ROOT / "tests" / "unit" / "plugins" / "fixtures" / "nvidia_smi"
@@ -259,5 +261,13 @@ def test_the_probes_health_settings_are_the_roles_defaults():
     spec = importlib.util.spec_from_file_location("gpu_probe_settings", PROBE)
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
-    defaults = yaml.safe_load((ROOT / "roles/node_health/defaults/main.yml").read_text())
-    assert probe.HEALTH_DEFAULTS == {key: defaults["node_health_" + key] for key in probe.HEALTH_DEFAULTS}
+    # The settings' keys are the health script's; the options' names may have
+    # been renamed since (node_health_pcie_enabled), and a renamed option's
+    # default reads its old name, so the shipped value is argument_specs'.
+    options = yaml.safe_load((ROOT / "roles/node_health/meta/argument_specs.yml").read_text())
+    options = options["argument_specs"]["main"]["options"]
+    shipped = {}
+    for key in probe.HEALTH_DEFAULTS:
+        option = OPTIONS_RENAMED.get("node_health_" + key, "node_health_" + key)
+        shipped[key] = options[option]["default"]
+    assert probe.HEALTH_DEFAULTS == shipped

@@ -118,7 +118,7 @@ def test_a_list_for_a_dictionary_names_no_internal_class():
     ("backup_rpo_minutes", "15m", "backup_rpo_minutes must be a whole number (got a string '15m'), "
                                   "for example backup_rpo_minutes: 15."),
     ("backup_rclone_enabled", "perhaps", "backup_rclone_enabled must be true or false (got a string 'perhaps'), "
-                                 "for example backup_rclone_enabled: false."),
+                                         "for example backup_rclone_enabled: false."),
     ("backup_repository_bucket", ["a", "b"], "backup_repository_bucket must be a string (got a list ['a', 'b']), "
                                              "for example backup_repository_bucket: 'text'."),
     ("backup_rpo_minutes", True, "backup_rpo_minutes must be a whole number (got true or false True), "

@@ -158,6 +158,48 @@ def cuda_packages(toolkit, source, platform, default_components, table):
     return packages
 
 
+_CUDA_VERSION = re.compile(r"^[0-9]+\.[0-9]+$")
+_CUDA_COMPONENT = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
+def _flat(items):
+    """Nested lists as one, without nulls, as Ansible's flatten filter gives them."""
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            yield from _flat(item)
+        elif item not in (None, "None", "null"):
+            yield item
+
+
+def cuda_toolkit_problems(toolkits, source, offered, default_components, distro_components, debian_release=""):
+    """What is wrong with the cuda role's toolkit entries, one phrase per
+    problem, in a fixed order; empty when they can be installed. offered is
+    the source's toolkit version for this platform; distro_components the
+    components Debian packages (a dict keyed by name)."""
+    toolkits = list(toolkits or [])
+    offered = str(offered)
+    versions = [str(toolkit["version"]) for toolkit in toolkits if "version" in toolkit]
+    components = list(_flat(toolkit.get("components", default_components) for toolkit in toolkits))
+    if source == "distro":
+        unknown = [c for c in components if c not in (distro_components or {})]
+    else:
+        unknown = [c for c in components if not (isinstance(c, str) and _CUDA_COMPONENT.match(c))]
+    not_xy = [v for v in versions if not _CUDA_VERSION.match(v)]
+    problems = []
+    if len(versions) < len(toolkits):
+        problems.append("an entry has no version")
+    if not_xy:
+        problems.append("versions that are not X.Y: %s" % not_xy)
+    if len(set(versions)) != len(versions):
+        problems.append("a version given twice")
+    if unknown:
+        problems.append("unknown components %s" % [str(c) for c in unknown])
+    if source == "distro" and versions != [offered]:
+        problems.append("Debian %s ships CUDA %s only, with the components %s"
+                        % (debian_release, offered, ", ".join(str(c) for c in (distro_components or {}))))
+    return problems
+
+
 # Minimum all_reduce_perf bus bandwidth (GB/s) on one node with all its
 # GPUs, first matching model wins: about three quarters of what a healthy
 # HGX board reaches. The one table the nccl role's test and node_health's
@@ -196,5 +238,6 @@ class FilterModule:
             "nvidia_dkms_unbuilt": nvidia_dkms_unbuilt,
             "nvidia_pin_mismatches": nvidia_pin_mismatches,
             "cuda_packages": cuda_packages,
+            "cuda_toolkit_problems": cuda_toolkit_problems,
             "nccl_busbw_threshold": nccl_busbw_threshold,
         }

@@ -213,6 +213,7 @@ def test_every_filter_is_exported():
         "nvidia_dkms_unbuilt",
         "nvidia_pin_mismatches",
         "cuda_packages",
+        "cuda_toolkit_problems",
         "nccl_busbw_threshold",
     }
 
@@ -252,3 +253,33 @@ def test_cuda_packages_from_debian_come_from_the_platform_table():
 def test_cuda_packages_refuses_what_the_source_does_not_have(toolkit, platform, message):
     with pytest.raises(AnsibleFilterError, match=message):
         f.cuda_packages(toolkit, "distro", platform, ["toolkit"], CUDA_TABLE)
+
+
+DISTRO = {"cudart": ["libcudart12"], "nvcc": ["nvidia-cuda-toolkit"]}
+
+
+@pytest.mark.parametrize("toolkits, source, problems", [
+    ([{"version": "12.8"}], "cuda_repo", []),
+    ([{"version": "12.8"}, {"version": "13.0", "components": ["cudart", ["nvcc"]]}], "mirror", []),
+    ([{"version": "12.4"}], "distro", []),
+    ([{"components": ["cudart"]}], "cuda_repo", ["an entry has no version"]),
+    ([{"version": "12"}, {"version": 12.8}], "cuda_repo", ["versions that are not X.Y: ['12']"]),
+    ([{"version": "12.8"}, {"version": "12.8"}], "cuda_repo", ["a version given twice"]),
+    ([{"version": "12.8", "components": ["Nvcc", "cudart", 7]}], "cuda_repo", ["unknown components ['Nvcc', '7']"]),
+    ([{"version": "12.4", "components": ["cufft"]}], "distro", ["unknown components ['cufft']"]),
+    ([{"version": "12.8"}], "distro",
+     ["Debian 13 ships CUDA 12.4 only, with the components cudart, nvcc"]),
+    # Every problem at once, in the order the message gives them.
+    ([{"version": "12"}, {"version": "12"}, {"components": ["x y"]}], "cuda_repo",
+     ["an entry has no version", "versions that are not X.Y: ['12', '12']", "a version given twice",
+      "unknown components ['x y']"]),
+])
+def test_toolkit_problems_name_each_fault_once(toolkits, source, problems):
+    assert f.cuda_toolkit_problems(toolkits, source, "12.4", ["cudart"], DISTRO, "13") == problems
+
+
+def test_toolkit_components_flatten_as_ansible_does_and_default_per_entry():
+    # An entry without components takes the defaults; nulls are dropped as
+    # Ansible's flatten drops them, so they are not "unknown".
+    assert f.cuda_toolkit_problems([{"version": "12.8", "components": [None, ["cudart"]]}, {"version": "13.0"}],
+                                   "cuda_repo", "12.8", ["Bad"], {}) == ["unknown components ['Bad']"]

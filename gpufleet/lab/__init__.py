@@ -11,6 +11,7 @@ collection's inventories/lab (_inventory.py), from anywhere.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -22,6 +23,8 @@ from ._podman import Podman, PodmanError
 __all__ = ["Lab", "PodmanError"]
 
 LAB_USER = "gpufleet"
+# runc's answer to `podman exec` when the node's cgroup is gone.
+_CGROUP_GONE = re.compile(r"error adding pid \d+ to cgroups")
 # Runs inside a node; the public key arrives on stdin, nothing is interpolated.
 _PROVISION = """set -eu
 id -u gpufleet >/dev/null 2>&1 || useradd --create-home --shell /bin/bash gpufleet
@@ -87,7 +90,7 @@ class Lab:
 
         lines = []
         for n in nodes:
-            self._wait_booted(n, boot_timeout)
+            self._wait_booted(n, boot_timeout, log)
             self.podman.exec(n.name, "sh", "-c", _PROVISION, stdin=pubkey)
             host_key = self.podman.exec(n.name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout
             lines.append(_ssh.known_hosts_line(n, host_key))
@@ -107,14 +110,24 @@ class Lab:
             + (f"; inventory {inventory}" if inventory else ""))
         return nodes
 
-    def _wait_booted(self, n: Node, timeout: float) -> None:
+    def _wait_booted(self, n: Node, timeout: float, log=print) -> None:
         deadline = time.monotonic() + timeout
         state, active, why = "unknown", "unknown", ""
+        restarted = False
         while time.monotonic() < deadline:
             probe = self.podman.exec(n.name, "systemctl", "is-system-running", check=False)
             state = probe.stdout.strip()
             # An empty state is systemctl (or podman exec) failing: keep why.
             why = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ""
+            if not restarted and _CGROUP_GONE.search(probe.stderr):
+                # Podman has the node running, but its cgroup is gone, so no
+                # command can run in it (seen on cgroup v1 after a node was
+                # stopped and started): only a new run of it has one again.
+                # Its disk is kept.
+                log(f"restarting {n.name}: podman cannot run commands in it ({why})")
+                self.podman.restart(n.name)
+                restarted = True
+                continue
             active = self.podman.exec(n.name, "systemctl", "is-active", "ssh", check=False).stdout.strip()
             if state in ("running", "degraded") and active == "active":
                 return

@@ -80,6 +80,13 @@ class Podman:
     def start(self, name: str) -> None:
         self._call("start", name)
 
+    def restart(self, name: str) -> None:
+        """Stop, clean up and start: podman's own cleanup of the stopped
+        run (its cgroup, its mounts) is done before the new run starts."""
+        self._call("stop", "--time", "2", name)
+        self._call("container", "cleanup", name, check=False)
+        self._call("start", name)
+
     def remove(self, name: str, attempts: int = 3) -> None:
         """podman rm --force, again while the container is still there. A
         node that exits on its own while podman stops it fails that rm

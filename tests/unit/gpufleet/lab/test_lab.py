@@ -222,3 +222,70 @@ def test_up_writes_the_lab_inventory_from_the_collection_and_down_removes_it(lab
     assert f"inventory {inventory}" in capsys.readouterr().out
     lab.down(log=lambda *_: None)
     assert not inventory.exists()
+
+
+CGROUP_GONE = ("Error: runc: exec failed: unable to start container process: error adding pid 4799 to cgroups: "
+               "failed to write 4799: openat2 /sys/fs/cgroup/systemd/libpod_parent/libpod-4f87/cgroup.procs: "
+               "no such file or directory: OCI runtime attempted to invoke a command that was not found")
+
+
+class CgroupGonePodman(FakePodman):
+    """A node podman has as running, into which no command runs until it is
+    run again (what CI saw after a node was stopped and started)."""
+
+    def __init__(self, broken, **kwargs):
+        super().__init__(**kwargs)
+        self.broken = set(broken)
+
+    def restart(self, name):
+        self.calls.append(("restart", name))
+        self.broken.discard(name)
+
+    def exec(self, name, *argv, check=True, stdin=None):
+        if name in self.broken:
+            self.calls.append(("exec", name, argv[0]))
+            if check:
+                raise PodmanError(f"podman exec {name} {argv[0]} failed: {CGROUP_GONE}")
+            return subprocess.CompletedProcess(argv, 127, "", CGROUP_GONE + "\n")
+        return super().exec(name, *argv, check=check, stdin=stdin)
+
+
+def test_a_running_node_that_runs_no_command_is_run_again_once_and_keeps_its_disk(tmp_path, monkeypatch):
+    monkeypatch.setattr(_ssh, "wait_for_banner", lambda node, timeout: None)
+    podman = CgroupGonePodman({"gpufleet-lab-2"}, containers={"gpufleet-lab-1": "running", "gpufleet-lab-2": "running"})
+    lab = Lab(tmp_path / "lab", podman=podman, root=tmp_path, emulator=FakeEmulator(), object_store=FakeObjectStore())
+    said = []
+    lab.up(count=2, log=said.append)
+    # Restarted (its disk kept), never removed or made again, and said so with why.
+    assert [c for c in podman.calls if c[0] in ("run", "rm", "start", "restart")] == [("restart", "gpufleet-lab-2")]
+    assert [line for line in said if line.startswith("restarting gpufleet-lab-2: podman cannot run commands in it (")]
+    assert "error adding pid 4799 to cgroups" in next(line for line in said if line.startswith("restarting"))
+    assert lab.known_hosts.read_text().splitlines()[1] == "[127.0.0.12]:2202 ssh-ed25519 KEY2"
+
+
+def test_a_node_still_broken_after_its_restart_fails_by_name_with_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(_ssh, "wait_for_banner", lambda node, timeout: None)
+
+    class StaysBroken(CgroupGonePodman):
+        def restart(self, name):
+            self.calls.append(("restart", name))
+
+    podman = StaysBroken({"gpufleet-lab-1"}, containers={"gpufleet-lab-1": "running"})
+    lab = Lab(tmp_path / "lab", podman=podman, root=tmp_path, emulator=FakeEmulator(), object_store=FakeObjectStore())
+    with pytest.raises(TimeoutError, match=r"gpufleet-lab-1: not booted with sshd active after 1s .*error adding pid"):
+        lab.up(count=1, boot_timeout=1.0, log=lambda *_: None)
+    # One restart, not one per probe.
+    assert [c for c in podman.calls if c[0] == "restart"] == [("restart", "gpufleet-lab-1")]
+
+
+def test_podman_restart_stops_cleans_up_then_starts():
+    calls = []
+
+    def runner(argv):
+        calls.append(list(argv))
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    Podman(runner).restart("gpufleet-lab-2")
+    assert calls == [["podman", "stop", "--time", "2", "gpufleet-lab-2"],
+                     ["podman", "container", "cleanup", "gpufleet-lab-2"],
+                     ["podman", "start", "gpufleet-lab-2"]]

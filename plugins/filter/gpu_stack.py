@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
@@ -176,7 +177,9 @@ def cuda_toolkit_problems(toolkits, source, offered, default_components, distro_
     problem, in a fixed order; empty when they can be installed. offered is
     the source's toolkit version for this platform; distro_components the
     components Debian packages (a dict keyed by name)."""
-    toolkits = list(toolkits or [])
+    # An entry that is not a mapping has no version (argument validation
+    # refuses it first; the filter must not fail on it either).
+    toolkits = [toolkit if isinstance(toolkit, Mapping) else {} for toolkit in toolkits or []]
     offered = str(offered)
     versions = [str(toolkit["version"]) for toolkit in toolkits if "version" in toolkit]
     components = list(_flat(toolkit.get("components", default_components) for toolkit in toolkits))

@@ -263,6 +263,7 @@ DISTRO = {"cudart": ["libcudart12"], "nvcc": ["nvidia-cuda-toolkit"]}
     ([{"version": "12.8"}, {"version": "13.0", "components": ["cudart", ["nvcc"]]}], "mirror", []),
     ([{"version": "12.4"}], "distro", []),
     ([{"components": ["cudart"]}], "cuda_repo", ["an entry has no version"]),
+    (["12.8", {"version": "12.8"}], "cuda_repo", ["an entry has no version"]),
     ([{"version": "12"}, {"version": 12.8}], "cuda_repo", ["versions that are not X.Y: ['12']"]),
     ([{"version": "12.8"}, {"version": "12.8"}], "cuda_repo", ["a version given twice"]),
     ([{"version": "12.8", "components": ["Nvcc", "cudart", 7]}], "cuda_repo", ["unknown components ['Nvcc', '7']"]),

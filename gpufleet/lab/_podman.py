@@ -4,7 +4,10 @@ lab logic is testable without podman."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 
 from ._nodes import LABEL, Node
@@ -12,6 +15,21 @@ from ._nodes import LABEL, Node
 GPU_STACK_LABEL = f"{LABEL}.gpu-stack"
 
 Runner = Callable[[Sequence[str]], subprocess.CompletedProcess]
+
+# runc's answer to `podman exec` when the node's directory in one cgroup v1
+# hierarchy is gone while the node runs: the directory it could not join.
+# CI saw it for name=systemd on a GPU-stack node, with the node's systemd
+# and sshd still serving; the cause is not known.
+_CGROUP_DIR_GONE = re.compile(r"\bopen(?:at2)? (/sys/fs/cgroup/\S+)/cgroup\.procs: no such file or directory")
+# One per cgroup v1 hierarchy at most (the host has ten).
+_CGROUP_REPAIRS = 12
+
+
+def missing_cgroup_dir(stderr: str) -> str | None:
+    """The cgroup directory a failed `podman exec` could not join, or None
+    when it failed for another reason."""
+    match = _CGROUP_DIR_GONE.search(stderr)
+    return match[1] if match and ".." not in match[1].split("/") else None
 
 
 class PodmanError(RuntimeError):
@@ -23,8 +41,11 @@ def default_runner(argv: Sequence[str]) -> subprocess.CompletedProcess:
 
 
 class Podman:
-    def __init__(self, runner: Runner = default_runner):
+    def __init__(self, runner: Runner = default_runner, make_dir: Callable[[str], None] | None = None,
+                 warn: Callable[[str], None] | None = None):
         self._run = runner
+        self._make_dir = make_dir or (lambda path: os.makedirs(path, exist_ok=True))
+        self._warn = warn or (lambda line: print(line, file=sys.stderr))
 
     def _call(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         result = self._run(["podman", *args])
@@ -103,12 +124,24 @@ class Podman:
         return self._call("container", "exists", name, check=False).returncode == 0
 
     def exec(self, name: str, *argv: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
-        if stdin is None:
-            return self._call("exec", name, *argv, check=check)
-        # Pass data on stdin rather than interpolating it into a shell line.
-        result = subprocess.run(
-            ["podman", "exec", "-i", name, *argv], input=stdin, capture_output=True, text=True, check=False
-        )
+        """`podman exec`; data on stdin rather than interpolated into a
+        shell line. A node whose cgroup directory is gone runs no command:
+        the directory is made again (an empty cgroup the command joins) and
+        the command run again, saying so on stderr."""
+        made: set[str] = set()
+        for _repair in range(_CGROUP_REPAIRS + 1):
+            if stdin is None:
+                result = self._run(["podman", "exec", name, *argv])
+            else:
+                result = subprocess.run(
+                    ["podman", "exec", "-i", name, *argv], input=stdin, capture_output=True, text=True, check=False
+                )
+            missing = missing_cgroup_dir(result.stderr) if result.returncode != 0 else None
+            if missing is None or missing in made:
+                break
+            made.add(missing)
+            self._warn(f"podman exec {name}: its cgroup directory {missing} is gone; made it again")
+            self._make_dir(missing)
         if check and result.returncode != 0:
-            raise PodmanError(f"podman exec {name} {argv[0]} failed: {result.stderr.strip()}")
+            raise PodmanError(f"podman exec {name} {argv[0]} failed: {result.stderr.strip() or result.stdout.strip()}")
         return result

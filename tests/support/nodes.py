@@ -12,6 +12,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from gpufleet.lab._podman import Podman
+
 ROOT = Path(__file__).resolve().parents[2]
 # The connection to podman nodes. Under the project's ansible.cfg (strategy
 # gpufleet.cloud.mitogen_linear) the short name `podman` is Mitogen's podman
@@ -56,7 +58,9 @@ def recap(output: str) -> dict[str, dict[str, int]]:
 
 
 def node_exec(name: str, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", "exec", name, *argv], capture_output=True, text=True, check=False)
+    """`podman exec`, through the lab's, which makes a node's cgroup
+    directory again where it is gone."""
+    return Podman().exec(name, *argv, check=False)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 # scenario that happened to start last. Scenarios not listed here run
 # after these.
 LONGEST_FIRST=(docker monitoring security pull encrypted_storage nvidia_driver
-    rdma node_health guard baseline nccl backup cuda)
+    rdma node_health guard baseline dcgm nccl cloud_agent backup cuda)
 
 list_only=0
 if [[ ${1:-} == --list ]]; then # print the run order, run nothing

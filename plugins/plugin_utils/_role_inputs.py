@@ -339,7 +339,6 @@ OPTIONS_RENAMED = {
     "guard_idle_ssh": "guard_idle_ssh_keeps_busy",
     "guard_stop_instance_role": "guard_stop_uses_instance_role",
     "monitoring_node_exporter": "monitoring_node_exporter_enabled",
-    "monitoring_dcgm_hostengine": "monitoring_dcgm_hostengine_enabled",
     "node_health_persistence_mode": "node_health_persistence_mode_required",
     "node_health_pcie": "node_health_pcie_enabled",
     "node_health_nccl": "node_health_nccl_enabled",
@@ -351,8 +350,43 @@ OPTIONS_RENAMED = {
     "security_listening_ports_check": "security_listening_ports_check_enabled",
 }
 
+# Options moved to another role, or to the fleet's settings, full names:
+# read for one release as renamed ones are, and both roles' preflights
+# warn. DCGM moved from monitoring to a role of its own (dcgm), and which
+# GPU exporter runs became the fleet's, which both roles read.
+OPTIONS_MOVED = {
+    "monitoring_gpu_exporter": "gpufleet_gpu_exporter",
+    "monitoring_dcgm_hostengine": "dcgm_hostengine_enabled",
+    "monitoring_dcgm_hostengine_enabled": "dcgm_hostengine_enabled",
+    "monitoring_dcgm_source": "dcgm_source",
+    "monitoring_dcgm_mirror_url": "dcgm_mirror_url",
+    "monitoring_dcgm_repo_key_fingerprints": "dcgm_repo_key_fingerprints",
+    "monitoring_dcgm_version": "dcgm_version",
+    "monitoring_dcgm_cuda_major": "dcgm_cuda_major",
+    "monitoring_dcgm_hold": "dcgm_hold",
+    "monitoring_dcgm_exporter_image": "dcgm_exporter_image",
+    "monitoring_dcgm_exporter_version": "dcgm_exporter_version",
+    "monitoring_dcgm_exporter_address": "dcgm_exporter_address",
+    "monitoring_dcgm_exporter_port": "dcgm_exporter_port",
+    # The cloud monitoring agents moved from monitoring to cloud_agent.
+    "monitoring_cloud_agent": "cloud_agent_name",
+    "monitoring_cloud_agent_package_url": "cloud_agent_package_url",
+    "monitoring_cloud_agent_package_sha256": "cloud_agent_package_sha256",
+    "monitoring_cloudwatch_namespace": "cloud_agent_cloudwatch_namespace",
+    "monitoring_huawei_ces_region": "cloud_agent_huawei_ces_region",
+    "monitoring_huawei_ces_project_id": "cloud_agent_huawei_ces_project_id",
+    "monitoring_huawei_ces_access_key": "cloud_agent_huawei_ces_access_key",
+    "monitoring_huawei_ces_secret_key": "cloud_agent_huawei_ces_secret_key",
+}
+
 
 def _renamed_to(spec, name):
+    """The new name of `name`, where the role `spec` had it or has it now
+    (an option moved to this role from another: both roles' preflights
+    warn)."""
+    moved = OPTIONS_MOVED.get(name)
+    if moved and (name.startswith(spec.prefix) or moved.startswith(spec.prefix)):
+        return moved
     if not name.startswith(spec.prefix):
         return None
     return OPTIONS_RENAMED.get(name) or RENAMED.get(name[len(spec.prefix):])
@@ -371,7 +405,10 @@ def renamed_message(name, new):
 # Fleet-wide settings every role reads, and what each takes (an example).
 FLEET_INTS = {"gpufleet_apt_cache_valid_time": 3600}
 FLEET_PATHS = {"gpufleet_textfile_dir": "/var/lib/prometheus/node-exporter"}
-FLEET = tuple(FLEET_INTS) + tuple(FLEET_PATHS)
+# Which GPU exporter runs: the monitoring role's nvidia-smi one, the dcgm
+# role's dcgm-exporter, or neither.
+FLEET_CHOICES = {"gpufleet_gpu_exporter": ("nvidia_smi", "dcgm", "none")}
+FLEET = tuple(FLEET_INTS) + tuple(FLEET_PATHS) + tuple(FLEET_CHOICES)
 
 
 def fleet_errors(values):
@@ -394,6 +431,10 @@ def fleet_errors(values):
         if isinstance(values[name], bool) or number < 0:
             errors.append("%s must be 0 or more seconds (got %s %r), for example %s: %s."
                           % (name, _kind(values[name]), values[name], name, example))
+    for name, choices in sorted(FLEET_CHOICES.items()):
+        if name in values and values[name] is not None and values[name] not in choices:
+            errors.append("%s must be one of %s (got %s %r), for example %s: %s."
+                          % (name, ", ".join(choices), _kind(values[name]), values[name], name, choices[0]))
     return errors
 
 

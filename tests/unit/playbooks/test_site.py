@@ -100,7 +100,8 @@ def test_every_tag_that_runs_an_include_runs_what_it_includes(tag):
 def test_a_needed_role_is_one_site_applies_before_the_role_that_needs_it():
     applied = [b["vars"] for play in ROLE_PLAYS for b in blocks(play)]
     needs = {v["__site_role"]: v["__site_needs"] for v in applied if "__site_needs" in v}
-    assert needs == {"cuda": ["nvidia_driver"], "nccl": ["cuda"], "node_health": ["nvidia_driver"]}
+    assert needs == {"cuda": ["nvidia_driver"], "nccl": ["cuda"], "dcgm": ["nvidia_driver", "docker"],
+                     "node_health": ["nvidia_driver"]}
     for position, block_vars in enumerate(applied):
         before = [v["__site_role"] for v in applied[:position]]
         for needed in block_vars.get("__site_needs", []):

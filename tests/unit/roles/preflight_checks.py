@@ -109,7 +109,8 @@ def evaluate(role: str, inputs: dict) -> tuple[list[str], list[str]]:
                 values[name] = templar.template(_trusted(variables[name]))
             except Exception:  # pylint: disable=broad-exception-caught
                 continue  # as the action: the role's own use of it names the failure
-    refused = _role_inputs.input_errors(spec, values)
+    fleet = {name: inputs[name] for name in _role_inputs.FLEET if name in inputs}
+    refused = _role_inputs.input_errors(spec, values, fleet)
     if refused:
         return refused, []
     warned = []

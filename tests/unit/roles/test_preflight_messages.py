@@ -46,7 +46,7 @@ ADVISED = {
     ("guard", "spot without a cloud"): {"guard_spot_enabled"},
     ("guard", "job cap without the job's unit"): {"guard_job_cap"},
     ("guard", "a margin past AWS's spot notice"): {"guard_poll_seconds"},
-    ("monitoring", "cloud agent without a pinned package"): {"monitoring_cloud_agent_package_sha256"},
+    ("cloud_agent", "CloudWatch without a pinned package"): {"cloud_agent_package_sha256"},
     ("nvidia_driver", "unknown branch"): {"nvidia_driver_branches"},
     ("pull", "token in the URL"): {"pull_private_key_file"},
     ("docker", "tcp socket without tls"): {"docker_tls_ca_cert", "docker_tls_cert", "docker_tls_key"},

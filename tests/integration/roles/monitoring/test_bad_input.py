@@ -30,14 +30,10 @@ CASES = {
         {"monitoring_alert_guard_stale_seconds": 10},
         "monitoring_alert_guard_stale_seconds",
     ),
-    "dcgm-exporter not pinned": (
-        {"monitoring_gpu_exporter": "dcgm", "monitoring_dcgm_exporter_version": "latest"},
-        "monitoring_dcgm_exporter_version",
-    ),
-    "unknown choice": ({"monitoring_gpu_exporter": "nvml"}, "monitoring_gpu_exporter"),
+    # The fleet's setting, which the dcgm role reads too.
+    "unknown GPU exporter": ({"gpufleet_gpu_exporter": "nvml"}, "gpufleet_gpu_exporter", "must be one of"),
     "wrong type: int expected": ({"monitoring_node_exporter_port": "nine-thousand"}, "monitoring_node_exporter_port"),
     "price not a number": ({"monitoring_instance_prices": {"g5.xlarge": "cheap"}}, "monitoring_instance_prices"),
-    "cloud agent without a pinned package": ({"monitoring_cloud_agent": "cloudwatch"}, "monitoring_cloud_agent_package_url"),
 }
 
 

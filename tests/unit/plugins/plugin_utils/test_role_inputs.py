@@ -282,3 +282,13 @@ def test_the_fleet_textfile_directory_must_be_an_absolute_path(value, ok):
 def test_no_role_keeps_an_index_time_of_its_own(role):
     # One refresh a run and node: one setting, gpufleet_apt_cache_valid_time.
     assert not [o for o in spec(role).options if o.endswith("_apt_cache_valid_time") and not o.startswith("_")]
+
+
+@pytest.mark.parametrize("value, ok", [("nvidia_smi", True), ("dcgm", True), ("none", True), ("nvml", False),
+                                       ("DCGM", False), ("", False), (True, False), (["dcgm"], False)])
+def test_the_fleet_gpu_exporter_is_one_of_three(value, ok):
+    errors = _role_inputs.fleet_errors({"gpufleet_gpu_exporter": value})
+    assert (errors == []) == ok
+    if not ok:
+        assert errors == ["gpufleet_gpu_exporter must be one of nvidia_smi, dcgm, none (got %s %r), for example "
+                          "gpufleet_gpu_exporter: nvidia_smi." % (_role_inputs._kind(value), value)]

@@ -1,4 +1,4 @@
-"""DCGM's host engine from NVIDIA's repository (monitoring_dcgm_hostengine_enabled):
+"""DCGM's host engine from NVIDIA's repository (dcgm_hostengine_enabled):
 first from the default source, cuda_repo, answered at NVIDIA's own URL by
 the local copy of NVIDIA's repository (tests/emulators/nvidia_repos.py),
 then from the same copy as a mirror, moving DCGM's version and its CUDA
@@ -31,21 +31,20 @@ def repo_node(fresh_node, tmp_path_factory):
 
 def dcgm_vars(fingerprint, **extra):
     return {
-        # Only the host engine: the exporters have their own tests.
-        "monitoring_node_exporter_enabled": False,
-        "monitoring_gpu_exporter": "none",
-        "monitoring_dcgm_hostengine_enabled": True,
-        "monitoring_dcgm_repo_key_fingerprints": [fingerprint],
-        "monitoring_dcgm_version": "4.2.3",
+        # Only the host engine: dcgm-exporter needs a GPU.
+        "gpufleet_gpu_exporter": "none",
+        "dcgm_hostengine_enabled": True,
+        "dcgm_repo_key_fingerprints": [fingerprint],
+        "dcgm_version": "4.2.3",
         # No driver on this node to tell the CUDA major.
-        "monitoring_dcgm_cuda_major": 12,
+        "dcgm_cuda_major": 12,
         **extra,
     }
 
 
 def converge(repo_node, tmp_path, *, check=False, **extra):
     node, fingerprint = repo_node
-    return run_roles(node, tmp_path, ["gpufleet.cloud.monitoring"], dcgm_vars(fingerprint, **extra), check=check)
+    return run_roles(node, tmp_path, ["gpufleet.cloud.dcgm"], dcgm_vars(fingerprint, **extra), check=check)
 
 
 def assert_ok(result, node, *, changed: bool):
@@ -88,8 +87,8 @@ def test_dcgm_from_nvidias_url_then_from_a_mirror(repo_node, tmp_path):
     assert_ok(converge(repo_node, tmp_path, check=True), node, changed=True)
     assert node_exec(node, "systemctl", "is-active", "nvidia-dcgm").stdout.strip() != "active"
 
-    moved = {"monitoring_dcgm_source": "mirror", "monitoring_dcgm_mirror_url": CUDA_MIRROR,
-             "monitoring_dcgm_version": "4.4.1-1", "monitoring_dcgm_cuda_major": 13}
+    moved = {"dcgm_source": "mirror", "dcgm_mirror_url": CUDA_MIRROR,
+             "dcgm_version": "4.4.1-1", "dcgm_cuda_major": 13}
     assert_ok(converge(repo_node, tmp_path, check=True, **moved), node, changed=True)
     assert installed(node)[CORE] == "1:4.2.3-1", "check mode moved DCGM"
     assert_ok(converge(repo_node, tmp_path, **moved), node, changed=True)
@@ -102,22 +101,30 @@ def test_dcgm_from_nvidias_url_then_from_a_mirror(repo_node, tmp_path):
 # refusal says). All run in one ansible-playbook run (../bad_input.py), each
 # case its own alias of the node, after the moves above.
 BAD = {
-    "version the repository lacks": ({"monitoring_dcgm_version": "4.9.9"},
-                                     "monitoring_dcgm_version/monitoring_dcgm_cuda_major", "has no version 1:4.9.9-*"),
-    "CUDA package the repository lacks": ({"monitoring_dcgm_cuda_major": 11},
-                                          "monitoring_dcgm_version/monitoring_dcgm_cuda_major",
+    "version the repository lacks": ({"dcgm_version": "4.9.9"},
+                                     "dcgm_version/dcgm_cuda_major", "has no version 1:4.9.9-*"),
+    "CUDA package the repository lacks": ({"dcgm_cuda_major": 11},
+                                          "dcgm_version/dcgm_cuda_major",
                                           "datacenter-gpu-manager-4-cuda11 is not in it"),
-    "key not pinned": ({"monitoring_dcgm_repo_key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"]},
-                       "monitoring_dcgm_repo_key_fingerprints", "which is not pinned"),
+    "key not pinned": ({"dcgm_repo_key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"]},
+                       "dcgm_repo_key_fingerprints", "which is not pinned"),
     # Nothing listens on port 9 of the node's loopback.
-    "unreachable mirror": ({"monitoring_dcgm_source": "mirror", "monitoring_dcgm_mirror_url": "http://127.0.0.1:9/cuda"},
-                           "monitoring_dcgm_mirror_url", "127.0.0.1:9"),
-    "mirror without a URL": ({"monitoring_dcgm_source": "mirror"}, "monitoring_dcgm_mirror_url",
+    "unreachable mirror": ({"dcgm_source": "mirror", "dcgm_mirror_url": "http://127.0.0.1:9/cuda"},
+                           "dcgm_mirror_url", "127.0.0.1:9"),
+    "mirror without a URL": ({"dcgm_source": "mirror"}, "dcgm_mirror_url",
                              "http(s) base URL of the mirror"),
-    "no driver to tell the CUDA major": ({"monitoring_dcgm_cuda_major": 0}, "monitoring_dcgm_cuda_major",
+    "no driver to tell the CUDA major": ({"dcgm_cuda_major": 0}, "dcgm_cuda_major",
                                          "no NVIDIA driver answers"),
-    "negative CUDA major": ({"monitoring_dcgm_cuda_major": -12}, "monitoring_dcgm_cuda_major", "(got -12)"),
-    "version with its epoch": ({"monitoring_dcgm_version": "1:4.4.1-1"}, "monitoring_dcgm_version", "without the epoch"),
+    "negative CUDA major": ({"dcgm_cuda_major": -12}, "dcgm_cuda_major", "(got -12)"),
+    "version with its epoch": ({"dcgm_version": "1:4.4.1-1"}, "dcgm_version", "without the epoch"),
+    # dcgm-exporter's inputs, checked wherever the fleet's GPU exporter is dcgm.
+    "dcgm-exporter not pinned": ({"gpufleet_gpu_exporter": "dcgm", "dcgm_exporter_version": "latest"},
+                                 "dcgm_exporter_version", "never 'latest'"),
+    # TEST-NET-3: never an address of a test node.
+    "dcgm-exporter address not on the node": ({"gpufleet_gpu_exporter": "dcgm", "dcgm_exporter_address": "203.0.113.9"},
+                                              "dcgm_exporter_address", "is not an address of"),
+    "dcgm-exporter port out of range": ({"dcgm_exporter_port": 70000}, "dcgm_exporter_port", "1 to 65535"),
+    "unknown GPU exporter": ({"gpufleet_gpu_exporter": "nvml"}, "gpufleet_gpu_exporter", "must be one of nvidia_smi, dcgm, none"),
 }
 
 
@@ -125,7 +132,7 @@ BAD = {
 def bad_runs(repo_node, tmp_path_factory):
     node, fingerprint = repo_node
     inputs = {case: dcgm_vars(fingerprint, **extra) for case, (extra, _variable, _says) in BAD.items()}
-    return run_cases(node, "gpufleet.cloud.monitoring", inputs, tmp_path_factory.mktemp("bad-dcgm"))
+    return run_cases(node, "gpufleet.cloud.dcgm", inputs, tmp_path_factory.mktemp("bad-dcgm"))
 
 
 @pytest.mark.parametrize("case", list(BAD))

@@ -20,7 +20,7 @@ Runner = Callable[[Sequence[str]], subprocess.CompletedProcess]
 # hierarchy is gone while the node runs: the directory it could not join.
 # CI saw it for name=systemd on a GPU-stack node, with the node's systemd
 # and sshd still serving; the cause is not known.
-_CGROUP_DIR_GONE = re.compile(r"\bopen(?:at2)? (/sys/fs/cgroup/\S+)/cgroup\.procs: no such file or directory")
+_CGROUP_DIR_GONE = re.compile(r"\bopen(?:at2)? (/sys/fs/cgroup/\S+)/cgroup\.procs: no such file")
 # One per cgroup v1 hierarchy at most (the host has ten).
 _CGROUP_REPAIRS = 12
 

@@ -123,6 +123,9 @@ BAD = {
     # TEST-NET-3: never an address of a test node.
     "dcgm-exporter address not on the node": ({"gpufleet_gpu_exporter": "dcgm", "dcgm_exporter_address": "203.0.113.9"},
                                               "dcgm_exporter_address", "is not an address of"),
+    "dcgm-exporter image with its tag": ({"gpufleet_gpu_exporter": "dcgm",
+                                          "dcgm_exporter_image": "nvcr.io/nvidia/k8s/dcgm-exporter:latest"},
+                                         "dcgm_exporter_image", "a repository without tag"),
     "dcgm-exporter port out of range": ({"dcgm_exporter_port": 70000}, "dcgm_exporter_port", "1 to 65535"),
     "unknown GPU exporter": ({"gpufleet_gpu_exporter": "nvml"}, "gpufleet_gpu_exporter", "must be one of nvidia_smi, dcgm, none"),
 }

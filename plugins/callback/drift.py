@@ -37,6 +37,19 @@ options:
     ini:
       - section: callback_drift
         key: report_path
+  host_name:
+    description:
+      - The name the report gives the run's host, when the run has exactly one. A pull-mode run
+        (P(gpufleet.cloud.pull#role)) sees its node as C(localhost); under the node's inventory name,
+        its report merges with the rest of the fleet's.
+      - Empty keeps each host's own name, as does a run of more than one host.
+    type: str
+    default: ""
+    env:
+      - name: GPUFLEET_DRIFT_HOST
+    ini:
+      - section: callback_drift
+        key: host_name
   packages:
     description: Packages whose installed versions are recorded for peer comparison.
     type: list
@@ -250,12 +263,17 @@ class CallbackModule(CallbackBase):
         for host in stats.processed:
             self._hosts.setdefault(host, {"provider": "unknown", "region": "unknown", "gpu_model": "none",
                                           "groups": [], "versions": {}})
+        hosts = self._hosts
+        alias = self.get_option("host_name")
+        if alias and len(hosts) == 1:
+            hosts = {alias: next(iter(hosts.values()))}
+            records = [dict(record, host=alias) for record in records]
         report = {
             "version": _drift.SCHEMA_VERSION,
             "started": self._started.isoformat(),
             "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "check_mode": bool(self._check_mode),
-            "hosts": self._hosts,
+            "hosts": hosts,
             "records": records,
             "exit_code": _drift.exit_code(records),
         }

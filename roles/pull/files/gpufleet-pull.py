@@ -23,6 +23,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -44,8 +45,9 @@ COUNTS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignor
 LAST_SUCCESS = "gpufleet_pull_last_success_timestamp_seconds"
 
 
-def command(cfg: dict) -> list[str]:
-    """ansible-pull's argument vector for the configuration."""
+def command(cfg: dict, vars_file: str | None = None) -> list[str]:
+    """ansible-pull's argument vector for the configuration; the extra
+    variables are read from `vars_file` (unsafe_yaml of them)."""
     argv = [
         os.path.join(cfg["venv"], "bin", "ansible-pull"),
         "--url", cfg["url"],
@@ -60,10 +62,28 @@ def command(cfg: dict) -> list[str]:
         argv.append("--accept-host-key")
     if cfg.get("private_key_file"):
         argv += ["--private-key", cfg["private_key_file"]]
-    if cfg.get("extra_vars"):
-        argv += ["--extra-vars", json.dumps(cfg["extra_vars"], sort_keys=True)]
+    if vars_file:
+        argv += ["--extra-vars", "@" + vars_file]
     argv.append(cfg["playbook"])
     return argv
+
+
+def unsafe_yaml(value) -> str:
+    """`value` as YAML (flow style) in which every string is tagged !unsafe.
+
+    Extra variables given on the command line are templates to Ansible: a
+    cloud tag such as "{{ lookup('pipe', ...) }}" in gpufleet_tags would be
+    run on the node. The push run keeps those values unsafe (the inventory
+    plugins mark them so), and the values in pull.json are already what the
+    push run rendered, so each run reads them as data, never as templates."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(key))}: {unsafe_yaml(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(unsafe_yaml(item) for item in value) + "]"
+    if isinstance(value, str):
+        # JSON's string escapes are all YAML double-quoted escapes.
+        return "!unsafe " + json.dumps(value)
+    return json.dumps(value)
 
 
 def environment(cfg: dict, base: dict[str, str]) -> dict[str, str]:
@@ -148,15 +168,27 @@ def main(argv: list[str] | None = None) -> int:
     cfg = json.loads(Path(args.config).read_text(encoding="utf-8"))
 
     started = time.time()
-    proc = subprocess.Popen(  # pylint: disable=consider-using-with
-        command(cfg), env=environment(cfg, dict(os.environ)), cwd="/",
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-    )
-    output = []
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        output.append(line)
-    rc = proc.wait()
+    vars_file = None
+    if cfg.get("extra_vars"):
+        # Beside the checkout, in the root-only directory the role made: the
+        # values may be the site's own settings.
+        handle, vars_file = tempfile.mkstemp(prefix="extra-vars.", suffix=".yml",
+                                             dir=os.path.dirname(os.path.abspath(cfg["directory"])))
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(unsafe_yaml(cfg["extra_vars"]) + "\n")
+    try:
+        proc = subprocess.Popen(  # pylint: disable=consider-using-with
+            command(cfg, vars_file), env=environment(cfg, dict(os.environ)), cwd="/",
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+        )
+        output = []
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            output.append(line)
+        rc = proc.wait()
+    finally:
+        if vars_file:
+            os.unlink(vars_file)
     ended = time.time()
 
     last_success = ended if rc == 0 else previous_success(cfg["textfile"])

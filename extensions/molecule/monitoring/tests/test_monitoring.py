@@ -145,6 +145,7 @@ def test_exported_rules_follow_the_thresholds():
     assert "gpufleet_backup_last_success_timestamp_seconds > 1800" in rules
     assert f'up{{job="{JOB}"}} == 0' in rules
     assert "for: 120m" in rules
+    assert "> 7200" in rules.split("alert: GpufleetPullStale", 1)[1].split("- alert:", 1)[0]
 
 
 def test_promtool_check_rules():
@@ -153,14 +154,14 @@ def test_promtool_check_rules():
         cwd=EXPORT, capture_output=True, text=True, check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 22 rules found" in out.stdout
+    assert "SUCCESS: 24 rules found" in out.stdout
 
 
 def test_promtool_unit_tests_fire_every_alert():
     tests = (EXPORT / "gpufleet.rules.test.yml").read_text()
     rules = (EXPORT / "gpufleet.rules.yml").read_text()
     alerts = [line.split(":", 1)[1].strip() for line in rules.splitlines() if line.strip().startswith("- alert:")]
-    assert len(alerts) == 17
+    assert len(alerts) == 19
     for alert in alerts:
         assert f"alertname: {alert}" in tests, f"no promtool test for {alert}"
     out = subprocess.run(
@@ -218,7 +219,7 @@ def test_prometheus_evaluates_the_rules(prometheus):
         if (evaluated and pending) or time.monotonic() > deadline:
             break
         time.sleep(1)
-    assert {g["name"] for g in groups} == {"gpufleet-gpu-recording", "gpufleet-alerts", "gpufleet-guard"}
+    assert {g["name"] for g in groups} == {"gpufleet-gpu-recording", "gpufleet-alerts", "gpufleet-guard", "gpufleet-pull"}
     assert all(rule["health"] == "ok" for g in groups for rule in g["rules"]), groups
     # The node the inventory gives a GPU has no GPU metrics: that alert is
     # pending there (it fires after 15 minutes), and only there.

@@ -61,7 +61,7 @@ def test_the_script_config_and_units_are_in_place(host):
     assert config["branch"] == "production"
     assert config["playbook"] == "pull/node.yml"
     assert config["check"] is False
-    assert config["extra_vars"] == {"pull_test_greeting": "hello from the pull role"}
+    assert config["extra_vars"] == {"pull_test_greeting": "hello from the pull role {{ 6 * 7 }}"}
     service = assert_file(
         host,
         "/etc/systemd/system/gpufleet-pull.service",
@@ -89,7 +89,8 @@ def test_the_first_run_succeeded_from_the_configured_branch(host, first_run):
     assert first_run["ExecMainStatus"] == "0", first_run
     # The production branch's playbook ran, with the role's extra variables.
     marker = host.file("/var/lib/pull-test/marker").content_string
-    assert marker == "branch=production greeting=hello from the pull role\n"
+    # Data, not a template: "42" would mean the run templated it.
+    assert marker == "branch=production greeting=hello from the pull role {{ 6 * 7 }}\n"
     head = host.check_output("git -C /var/lib/gpufleet/pull/checkout rev-parse --abbrev-ref HEAD")
     assert head in ("production", "HEAD")  # a shallow checkout of a branch may be detached
     log = host.check_output("git -C /var/lib/gpufleet/pull/checkout log -1 --format=%s")

@@ -30,6 +30,10 @@ CASES = {
         {"monitoring_alert_guard_stale_seconds": 10},
         "monitoring_alert_guard_stale_seconds",
     ),
+    "pull's stale threshold below a minute": (
+        {"monitoring_alert_pull_stale_seconds": 30},
+        "monitoring_alert_pull_stale_seconds",
+    ),
     # The fleet's setting, which the dcgm role reads too.
     "unknown GPU exporter": ({"gpufleet_gpu_exporter": "nvml"}, "gpufleet_gpu_exporter", "must be one of"),
     "wrong type: int expected": ({"monitoring_node_exporter_port": "nine-thousand"}, "monitoring_node_exporter_port"),

@@ -187,6 +187,27 @@ def test_a_resource_of_an_included_role_names_the_roles_that_reach_it(cb, tmp_pa
     assert "applied_by" not in records["gpufleet.cloud.baseline : Configure chrony"]
 
 
+@pytest.mark.parametrize(("alias", "hosts", "want"), [
+    # A pull run's one host, localhost, under the node's inventory name.
+    ("gpu-node-7", ["localhost"], {"gpu-node-7"}),
+    # No name given: the host's own.
+    ("", ["localhost"], {"localhost"}),
+    # More than one host: a name for one would merge them, so none is renamed.
+    ("gpu-node-7", ["localhost", "n2"], {"localhost", "n2"}),
+])
+def test_a_one_host_run_reports_under_the_name_given(cb, tmp_path, alias, hosts, want):
+    cb.set_option("host_name", alias)
+    for name in hosts:
+        host = FakeHost(name, {"gpufleet_provider": "aws"})
+        task = FakeTask("Configure chrony", "ansible.builtin.template", role="gpufleet.cloud.baseline")
+        cb.v2_runner_on_ok(result(host, task, {"changed": True, "diff": [{"before": "a", "after": "b"}]}))
+    report = finish(cb, tmp_path, hosts)
+    assert set(report["hosts"]) == want
+    assert {r["host"] for r in report["records"]} == want
+    assert all(meta["provider"] == "aws" for meta in report["hosts"].values())
+    assert report["exit_code"] == 2
+
+
 # A real ansible-playbook run: which tasks a host never reached, and which
 # failures end a host's run, are Ansible's to decide, not a fake's.
 ENDED_EARLY = """

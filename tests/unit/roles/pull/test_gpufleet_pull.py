@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import shutil
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -26,14 +29,16 @@ RECAP_OK = textwrap.dedent(
 )
 RECAP_FAILED = "localhost                  : ok=4    changed=0    unreachable=0    failed=1    skipped=0    rescued=0    ignored=0\n"
 
-# Records its arguments and environment, prints the given output and exits
-# with the given status, like ansible-pull's nested ansible-playbook run.
+# Records its arguments, environment and the files its @-arguments name,
+# prints the given output and exits with the given status, like
+# ansible-pull's nested ansible-playbook run.
 FAKE_PULL = textwrap.dedent(
     """\
     import json, os, sys
     spec = json.loads({spec!r})
+    files = {{a[1:]: [open(a[1:]).read(), oct(os.stat(a[1:]).st_mode & 0o777)] for a in sys.argv if a[:1] == "@"}}
     with open(spec["record"], "w") as fh:
-        json.dump({{"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd()}}, fh)
+        json.dump({{"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "files": files}}, fh)
     sys.stdout.write(spec["output"])
     sys.exit(spec["rc"])
     """
@@ -127,11 +132,60 @@ def test_check_mode_reports_drift_as_changed(node):
     assert "--check" in seen["argv"] and "--diff" in seen["argv"] and "--accept-host-key" in seen["argv"]
     argv = seen["argv"]
     assert argv[argv.index("--private-key") + 1] == "/root/.ssh/deploy"
-    assert json.loads(argv[argv.index("--extra-vars") + 1]) == {"gpufleet_provider": "aws"}
+    vars_file = argv[argv.index("--extra-vars") + 1]
+    assert seen["files"][vars_file[1:]] == ['{"gpufleet_provider": !unsafe "aws"}\n', "0o600"]
     got = samples(text)
     assert got["gpufleet_pull_check_mode"] == 1
     assert got['gpufleet_pull_tasks{result="changed"}'] == 2
     assert any(name.endswith('mode="check"}') for name in got)
+
+
+def test_the_extra_variables_file_is_gone_after_the_run_whatever_its_end(node, tmp_path):
+    for rc in (0, 2):
+        seen = node(RECAP_OK, rc=rc, extra_vars={"gpufleet_spot": True})[2]
+        path = seen["argv"][seen["argv"].index("--extra-vars") + 1][1:]
+        # In the checkout's root-only parent directory, removed after the run.
+        assert os.path.dirname(path) == str(tmp_path) and not os.path.exists(path)
+    assert list(tmp_path.glob("extra-vars.*")) == []
+
+
+# Shaped like the push inventory's discovery variables: cloud-set tag values
+# (one a template), a GPU share, a null, a list.
+NODE_VARS = {
+    "gpufleet_tags": {"team": "{{ 6 * 7 }}", "quote": 'a"b\\c\nd \u00e9'},
+    "gpufleet_gpu": {"model": "A10", "count": 0.25, "memory_mib": None},
+    "gpufleet_spot": True,
+    "gpufleet_public_ip": None,
+    "pull_test_list": ["{{ 'x' | upper }}", 3],
+}
+
+
+def test_extra_variables_reach_ansible_as_data_never_as_templates(tmp_path):
+    """Ansible itself reads the file: every value arrives as it was, and a
+    cloud tag that looks like a template is never run. The same values as
+    JSON on the command line (how they went before) are templated, which
+    is what the file prevents."""
+    ansible = shutil.which("ansible")
+    assert ansible, "ansible is not on PATH (the venv's bin goes first, as in the Makefile)"
+    path = tmp_path / "vars.yml"
+    path.write_text(pull.unsafe_yaml(NODE_VARS) + "\n")
+    shown = "{{ {'tags': gpufleet_tags, 'gpu': gpufleet_gpu, 'spot': gpufleet_spot, 'ip': gpufleet_public_ip, " \
+            "'list': pull_test_list} | to_json }}"
+
+    def run(extra):
+        proc = subprocess.run([ansible, "localhost", "-c", "local", "-i", "localhost,", "-m", "ansible.builtin.debug",
+                               "-a", "msg=" + shown, "-e", extra], capture_output=True, text=True, check=False,
+                              env=dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.oneline",
+                                       ANSIBLE_LOAD_CALLBACK_PLUGINS="1"))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return json.loads(json.loads(proc.stdout.split('"msg": ', 1)[1].rsplit("}", 1)[0]))
+
+    got = run("@" + str(path))
+    assert got == {"tags": NODE_VARS["gpufleet_tags"], "gpu": NODE_VARS["gpufleet_gpu"], "spot": True, "ip": None,
+                   "list": NODE_VARS["pull_test_list"]}
+    # The control: as JSON on the command line, the same values are templates.
+    templated = run(json.dumps(NODE_VARS))
+    assert str(templated["tags"]["team"]) == "42" and templated["list"][0] == "X", templated
 
 
 def test_a_failed_run_keeps_the_last_success_and_exits_with_its_status(node):

@@ -36,6 +36,7 @@ help:
 	@echo "make bench-fleet       lab at 1, 4, 8 nodes: no-op converge and drift scan, three configs"
 	@echo "make bench-molecule    Molecule's create and destroy: the podman driver's playbooks against ours"
 	@echo "make bench-interpreter a podman test node's Python, discovered or named"
+	@echo "make bench-pull        gpufleet drift --from: 10,000 pull-mode reports fetched, merged, written"
 	@echo "make bench-revisions BEFORE=<rev>   this checkout against <rev> on the lab: tasks and CPU per no-op converge"
 	@echo "make ee-context        the AWX execution environment's build context in build/ee/context"
 	@echo "make ee-image EE_TAG=REGISTRY/NAME:TAG   build that image (needs registries: see docs/awx.md)"
@@ -254,13 +255,17 @@ gpu-probe:
 	tools/gpu-probe --out $(OUT)
 
 # ---- benchmarks (never part of make test) ------------------------------
-.PHONY: bench-inventory bench-fleet bench-revisions bench-molecule bench-interpreter
+.PHONY: bench-inventory bench-fleet bench-revisions bench-molecule bench-interpreter bench-pull
 bench-interpreter: venv collections images
 	$(BIN)/python -m bench.interpreter
 bench-molecule: venv collections images
 	$(BIN)/python -m bench.molecule
 bench-inventory: venv collections
 	$(BIN)/python -m bench.inventory
+# gpufleet drift --from at 10,000 pull-mode node reports (PULL_NODES), from moto's S3.
+PULL_NODES ?= 10000
+bench-pull: venv collections
+	$(BIN)/python -m bench.pull --nodes $(PULL_NODES)
 # Takes over the lab fleet (gpufleet lab up -n 1, 4, 8) and leaves it at 8.
 # FLEET_CONFIGS=gpufleet,defaults leaves out the linear-strategy runs.
 FLEET_CONFIGS ?= gpufleet,linear,defaults

@@ -4,7 +4,9 @@ commands that do: `gpufleet drift` (the scan and the fix) and
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -68,13 +70,11 @@ def collections_env(root: Path) -> dict[str, str]:
     return {"ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(paths)}
 
 
-def run_playbook(root: Path, playbook: str, inventory: str, extra_env: dict[str, str], cmdline: str,
-                 limit: str | None, tags: str | None, quiet: bool, on_event=None) -> tuple[int, str]:
-    """ansible-playbook through ansible-runner with the collection's
-    settings; ``on_event`` also sees every event (a command that reads
-    the tasks' results). Returns the rc and runner's status."""
-    # ansible-playbook from the environment gpufleet is installed in, first:
-    # a venv's gpufleet must work without the venv being activated.
+def ansible_env(root: Path) -> dict[str, str]:
+    """The environment Ansible's commands run in for the collection at
+    `root`."""
+    # Ansible's commands from the environment gpufleet is installed in,
+    # first: a venv's gpufleet must work without the venv being activated.
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
     # The project's ansible.cfg, unless the caller chose one, as Ansible
     # itself would honour (bench/fleet compares it with Ansible's defaults).
@@ -83,7 +83,33 @@ def run_playbook(root: Path, playbook: str, inventory: str, extra_env: dict[str,
     # installed CLI runs with the same settings. Ansible skips an
     # ANSIBLE_CONFIG that does not exist and searches as usual.
     config = os.environ.get("ANSIBLE_CONFIG") or str(root / "ansible.cfg")
-    env = {"ANSIBLE_CONFIG": config, "ANSIBLE_NOCOLOR": "1", "PATH": path, **collections_env(root), **extra_env}
+    return {"ANSIBLE_CONFIG": config, "ANSIBLE_NOCOLOR": "1", "PATH": path, **collections_env(root)}
+
+
+def list_inventory(root: Path, inventory: str) -> tuple[dict | None, str]:
+    """`ansible-inventory --list` of the inventory with the collection's
+    settings: (its JSON, "") or (None, why not)."""
+    env = {**os.environ, **ansible_env(root)}
+    command = [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(Path(inventory).resolve()), "--list"]
+    try:
+        done = subprocess.run(command, cwd=str(root), env=env, capture_output=True, text=True, check=False,
+                              timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    if done.returncode != 0:
+        return None, (done.stderr.strip() or done.stdout.strip())[-2000:]
+    try:
+        return json.loads(done.stdout), ""
+    except ValueError as exc:
+        return None, f"ansible-inventory printed no JSON ({exc})"
+
+
+def run_playbook(root: Path, playbook: str, inventory: str, extra_env: dict[str, str], cmdline: str,
+                 limit: str | None, tags: str | None, quiet: bool, on_event=None) -> tuple[int, str]:
+    """ansible-playbook through ansible-runner with the collection's
+    settings; ``on_event`` also sees every event (a command that reads
+    the tasks' results). Returns the rc and runner's status."""
+    env = {**ansible_env(root), **extra_env}
     if not quiet:
         print(f"gpufleet: running {root / playbook}", file=sys.stderr, flush=True)
     shown = progress(sys.stderr, quiet)

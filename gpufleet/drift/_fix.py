@@ -32,7 +32,7 @@ def outcome(before, after, failures: Failures, rc: int) -> dict:
     now = {(r["host"], r["resource"]): r for r in after.records}
     # A host the scan after read to the end: a loop item it no longer
     # reports (a member no longer in the group) is one with nothing left to do.
-    whole = {h for h in after.hosts if after.host_state(h) != "unreachable"} - set(after.not_scanned())
+    whole = {h for h, state in after.host_states().items() if state != "unreachable"} - set(after.not_scanned())
     wanted = [r for r in before.records
               if (r["state"] == "drifted" and not r.get("waiver")) or r["state"] == "failed"]
     repaired, not_repaired = [], []

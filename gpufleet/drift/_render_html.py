@@ -62,17 +62,15 @@ def _natural(name: str):
 
 @dataclasses.dataclass
 class _Page(Report):
-    """The report as the page reads it. A host's state is the model's
-    host_state, computed once from that host's records alone: the model's
-    scans every record per call, and the page asks for each host several
-    times, which for hundreds of hosts is quadratic."""
+    """The report as the page reads it. Hosts' states are the model's,
+    computed once: the page asks for each host several times."""
 
     def __post_init__(self):
         by_host: dict[str, list[dict]] = defaultdict(list)
         for r in self.records:
             by_host[r["host"]].append(r)
         self.by_host = dict(by_host)
-        self._states = {h: Report(hosts={}, records=rs).host_state(h) for h, rs in by_host.items()}
+        self._states = Report(hosts={}, records=self.records).host_states(by_host)
 
     def host_state(self, host: str) -> str:
         return self._states.get(host, "no-resources")
@@ -82,12 +80,17 @@ def _page(report) -> _Page:
     """A copy with the fields the model indexes filled in: a record without
     its host or resource, or a host without metadata, still shows, as
     unknown, instead of failing the whole page."""
-    records = [{**r, "host": _text(r.get("host")), "resource": _text(r.get("resource"))} for r in report.records]
+    # A copy only of a record that lacks its host or resource: a fleet's
+    # million records are not copied for the page.
+    records = [r if isinstance(r.get("host"), str) and r["host"] and isinstance(r.get("resource"), str)
+               and r["resource"] else {**r, "host": _text(r.get("host")), "resource": _text(r.get("resource"))}
+               for r in report.records]
     hosts = {str(h): {k: v for k, v in (meta or {}).items() if v is not None} for h, meta in report.hosts.items()}
     for r in records:
         hosts.setdefault(r["host"], {})
     return _Page(hosts=hosts, records=records, started=report.started, finished=report.finished,
-                 peers=list(report.peers or []), next_step=report.next_step)
+                 peers=list(report.peers or []), next_step=report.next_step, source=report.source,
+                 unlisted=list(report.unlisted or []))
 
 
 def _anchors(hosts) -> dict[str, str]:
@@ -162,7 +165,8 @@ def _record_row(r) -> dict:
     return {
         "state": r["state"],
         "shown": _record_state(r),
-        "label": f"{r['state']} (waived)" if _record_state(r) == "waived" else r["state"],
+        # --from: a node whose report was not read says why (stale, missing).
+        "label": r.get("pull") or (f"{r['state']} (waived)" if _record_state(r) == "waived" else r["state"]),
         "resource": r["resource"],
         "applied_by": [_short_role(name) for name in r.get("applied_by") or []],
         "waiver": _waiver(r.get("waiver")),
@@ -250,7 +254,12 @@ def context(report) -> dict:
             {"label": "failed", "value": counts.get("failed", 0)},
             {"label": "unreachable", "value": counts.get("unreachable", 0)},
             {"label": "coverage", "value": f"{page.coverage_percent():.1f}%"},
+            *([{"label": "not reported", "value": len(page.not_reported())}] if page.source else []),
         ],
+        "not_reported": sorted(page.not_reported().items()),
+        "source": page.source,
+        "unlisted": [{"host": u["host"], "finished": _text(u.get("finished")), "exit_code": _text(u.get("exit_code")),
+                      "error": u.get("error")} for u in page.unlisted],
         "drifted_hosts": drifted_hosts,
         "failed_hosts": failed_hosts,
         "legend": [{"state": s, "glyph": GLYPH[s], "label": LABEL[s]} for s in reversed(CELL_RANK)],

@@ -8,7 +8,8 @@ def table(report) -> str:
     lines.append(f"{'HOST':<20} {'STATE':<17} {'RESOURCE'}")
     interesting = [r for r in report.records if r["state"] != "in-sync" and not r.get("not_scanned")]
     for r in sorted(interesting, key=lambda r: (r["host"], r["state"], r["resource"])):
-        state = r["state"] + (" (waived)" if r.get("waiver") else "")
+        # --from: a node whose report was not read says why (stale, missing).
+        state = r.get("pull") or r["state"] + (" (waived)" if r.get("waiver") else "")
         lines.append(f"{r['host']:<20} {state:<17} {r['resource']}")
         if r.get("message") and r["state"] != "drifted":
             lines.append(f"{'':<20} {'':<17} {r['message'].splitlines()[0][:100]}")
@@ -21,6 +22,9 @@ def table(report) -> str:
         lines.append("(every resource on every host is in sync)")
     for flag in report.peers:
         lines.append(f"{flag['host']:<20} {'peer-mismatch':<17} {flag['message']}")
+    for other in report.unlisted:
+        seen = other["error"] or f"report finished {other['finished']}, exit {other['exit_code']}"
+        lines.append(f"{other['host']:<20} {'not in inventory':<17} {seen}")
     counts = report.counts()
     lines.append("")
     states = "  ".join(f"{s} {counts.get(s, 0)}"
@@ -29,6 +33,10 @@ def table(report) -> str:
         f"hosts {len(report.hosts)}  in sync {report.in_sync_percent():.0f}%  "
         f"coverage {report.coverage_percent():.1f}%  {states}  exit {report.exit_code()}"
     )
+    if report.source:
+        marks = list(report.not_reported().values())
+        counts = "  ".join(f"{mark} {marks.count(mark)}" for mark in ("stale", "missing", "unreadable"))
+        lines.append(f"from {report.source}: {counts}  not in the inventory {len(report.unlisted)}")
     if report.next_step:
         lines.append(f"to repair what drifted: {report.next_step}")
     return "\n".join(lines)

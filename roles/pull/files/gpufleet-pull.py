@@ -3,7 +3,7 @@
 """One ansible-pull run, installed by gpufleet.cloud.pull and started by
 gpufleet-pull.timer.
 
-    python3 gpufleet-pull.py --config /etc/gpufleet/pull.json
+    /opt/gpufleet/pull/bin/python3 gpufleet-pull.py --config /etc/gpufleet/pull.json
 
 Runs ansible-pull from the role's virtual environment against this node
 only, passes its output through (to the journal), and writes the result to
@@ -11,8 +11,15 @@ node_exporter's textfile collector: the exit status, the task counts from
 the play recap, when the run ended and when a run last succeeded. In check
 mode the changed count is the node's drift from the playbook.
 
+A check-mode run also writes the drift report (gpufleet.cloud.drift, the
+schema `gpufleet drift` writes) under the node's inventory name, puts its
+exit bitmask and counts in the metrics, and, with a bucket configured,
+uploads it to the fleet's object store, where `gpufleet drift --from`
+merges the fleet's reports.
+
 The exit status is ansible-pull's, so `systemctl --failed` shows a node
-whose run failed. Standard library only: it runs without Ansible.
+whose run failed. The standard library, and boto3 for the upload, which the
+role installs in the virtual environment the service runs this with.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -43,6 +51,9 @@ RECAP = re.compile(
 )
 COUNTS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")
 LAST_SUCCESS = "gpufleet_pull_last_success_timestamp_seconds"
+LAST_UPLOAD = "gpufleet_pull_report_last_upload_timestamp_seconds"
+# A drift record's states (plugin_utils/_drift.py).
+STATES = ("in-sync", "drifted", "failed", "unreachable", "could-not-verify")
 
 
 def command(cfg: dict, vars_file: str | None = None) -> list[str]:
@@ -88,7 +99,8 @@ def unsafe_yaml(value) -> str:
 
 def environment(cfg: dict, base: dict[str, str]) -> dict[str, str]:
     """The run's environment: the recap in the default callback's format,
-    without colour, whatever the repository's ansible.cfg says."""
+    without colour, whatever the repository's ansible.cfg says; in check
+    mode, the drift callback writing the node's report under its name."""
     env = dict(base)
     env.update(
         {
@@ -99,7 +111,71 @@ def environment(cfg: dict, base: dict[str, str]) -> dict[str, str]:
             "ANSIBLE_RETRY_FILES_ENABLED": "0",
         }
     )
+    if cfg.get("check") and cfg.get("report"):
+        env.update({"ANSIBLE_CALLBACKS_ENABLED": "gpufleet.cloud.drift", "GPUFLEET_DRIFT_REPORT": cfg["report"],
+                    "GPUFLEET_DRIFT_HOST": cfg.get("node") or ""})
     return env
+
+
+def drift_summary(path: str) -> dict | None:
+    """The report's exit bitmask and its records by state; None when the
+    run wrote no report (it never reached its end) or one that cannot be
+    read."""
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+        records = report["records"]
+        states = {state: 0 for state in STATES}
+        for record in records:
+            states[record["state"]] = states.get(record["state"], 0) + 1
+        return {"exit_code": int(report["exit_code"]), "states": states}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store_credentials(path: str) -> dict[str, str]:
+    """The AWS_* settings of the backups' environment file (restic.env, its
+    values shell-quoted), so the upload uses the backups' credentials; none
+    where the file is missing: then the SDK's own chain (an instance role)."""
+    found = {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        name, sep, value = line.partition("=")
+        if sep and name.startswith("AWS_") and name.isupper():
+            words = shlex.split(value)
+            found[name] = words[0] if words else ""
+    return found
+
+
+def upload(store: dict, path: str, node: str) -> str | None:
+    """Put the report at s3://bucket/prefix/<node>.json through the fleet's
+    object store endpoint (S3, or OSS, COS and OBS through their S3 APIs);
+    None when it landed, else why not."""
+    try:
+        import boto3  # pylint: disable=import-outside-toplevel
+        from botocore.config import Config  # pylint: disable=import-outside-toplevel
+        from botocore.exceptions import BotoCoreError, ClientError  # pylint: disable=import-outside-toplevel
+    except ImportError as exc:
+        return f"boto3 is not installed in this Python ({exc}): the pull role installs it with a report bucket"
+    credentials = store_credentials(store.get("credentials_file") or "")
+    session = boto3.session.Session(
+        aws_access_key_id=credentials.get("AWS_ACCESS_KEY_ID") or None,
+        aws_secret_access_key=credentials.get("AWS_SECRET_ACCESS_KEY") or None,
+        aws_session_token=credentials.get("AWS_SESSION_TOKEN") or None,
+        region_name=store.get("region") or credentials.get("AWS_DEFAULT_REGION") or "us-east-1",
+    )
+    config = Config(connect_timeout=10, read_timeout=30, retries={"max_attempts": 4, "mode": "standard"},
+                    s3={"addressing_style": store.get("addressing") or "auto"})
+    key = "/".join(part for part in (store.get("prefix", "").strip("/"), node + ".json") if part)
+    try:
+        client = session.client("s3", endpoint_url=store.get("endpoint") or None, config=config)
+        client.put_object(Bucket=store["bucket"], Key=key, Body=Path(path).read_bytes(),
+                          ContentType="application/json")
+    except (BotoCoreError, ClientError, OSError) as exc:
+        return f"s3://{store['bucket']}/{key}: {exc}"
+    return None
 
 
 def recap(output: str) -> dict[str, int] | None:
@@ -124,19 +200,21 @@ def public_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
 
 
-def previous_success(path: str) -> float | None:
-    """The last success time from the previous metrics file, so a failed run
-    keeps it and an alert can measure how long the node has been failing."""
+def previous_value(path: str, name: str = LAST_SUCCESS) -> float | None:
+    """A time from the previous metrics file (the last success, the last
+    upload), so a failed run keeps it and an alert can measure how long the
+    node has been failing."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError:
         return None
-    found = re.search(rf"^{LAST_SUCCESS} (\S+)$", text, re.M)
+    found = re.search(rf"^{name} (\S+)$", text, re.M)
     return float(found[1]) if found else None
 
 
 def metrics(cfg: dict, rc: int, counts: dict[str, int] | None, started: float, ended: float,
-            last_success: float | None) -> str:
+            last_success: float | None, drift: dict | None = None,
+            uploaded: tuple[bool, float | None] | None = None) -> str:
     info = {"url": public_url(cfg["url"]), "branch": cfg["branch"], "playbook": cfg["playbook"],
             "mode": "check" if cfg.get("check") else "apply"}
     lines = [
@@ -158,6 +236,21 @@ def metrics(cfg: dict, rc: int, counts: dict[str, int] | None, started: float, e
                        [({"result": key}, counts[key]) for key in COUNTS])
     if last_success is not None:
         lines += gauge(LAST_SUCCESS, "When an ansible-pull run last exited 0.", [({}, f"{last_success:.0f}")])
+    if cfg.get("check") and cfg.get("report"):
+        lines += gauge("gpufleet_pull_drift_report_found",
+                       "1 when the last check-mode run wrote its drift report, else 0 (then no exit code or counts).",
+                       [({}, drift is not None)])
+    if drift is not None:
+        lines += gauge("gpufleet_pull_drift_exit_code", "The last drift report's exit bitmask, as gpufleet drift "
+                       "exits: 0 in sync, 2 drift, 4 a failed check, 8 unreachable.", [({}, drift["exit_code"])])
+        lines += gauge("gpufleet_pull_drift_resources", "Resources of the last drift report by state.",
+                       [({"state": state}, count) for state, count in drift["states"].items()])
+    if uploaded is not None:
+        ok, last = uploaded
+        lines += gauge("gpufleet_pull_report_upload_ok",
+                       "1 when the last drift report reached the object store, else 0.", [({}, ok)])
+        if last is not None:
+            lines += gauge(LAST_UPLOAD, "When a drift report last reached the object store.", [({}, f"{last:.0f}")])
     return "\n".join(lines) + "\n"
 
 
@@ -168,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = json.loads(Path(args.config).read_text(encoding="utf-8"))
 
     started = time.time()
+    report = cfg.get("report") if cfg.get("check") else None
+    if report:
+        # A report left by an earlier run must never pass for this one's.
+        Path(report).unlink(missing_ok=True)
     vars_file = None
     if cfg.get("extra_vars"):
         # Beside the checkout, in the root-only directory the role made: the
@@ -191,8 +288,17 @@ def main(argv: list[str] | None = None) -> int:
             os.unlink(vars_file)
     ended = time.time()
 
-    last_success = ended if rc == 0 else previous_success(cfg["textfile"])
-    write_atomic(cfg["textfile"], metrics(cfg, rc, recap("".join(output)), started, ended, last_success))
+    last_success = ended if rc == 0 else previous_value(cfg["textfile"])
+    drift = drift_summary(report) if report else None
+    uploaded = None
+    store = cfg.get("store") or {}
+    if report and store.get("bucket"):
+        why = upload(store, report, cfg.get("node") or "localhost") if drift is not None else "no drift report"
+        if why:
+            print(f"gpufleet-pull: the drift report was not uploaded: {why}", file=sys.stderr)
+        uploaded = (why is None, time.time() if why is None else previous_value(cfg["textfile"], LAST_UPLOAD))
+    write_atomic(cfg["textfile"], metrics(cfg, rc, recap("".join(output)), started, ended, last_success,
+                                          drift, uploaded))
     return rc
 
 

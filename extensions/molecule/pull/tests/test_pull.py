@@ -5,6 +5,7 @@ with its result in node_exporter's textfile directory."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
@@ -14,6 +15,11 @@ from conftest import assert_dropin_moved_aside, assert_file, assert_package
 
 VENV = "/opt/gpufleet/pull"
 PROM = "/var/lib/prometheus/node-exporter/gpufleet_pull.prom"
+# The node's inventory name (pull_node_name's default), the report's path,
+# and molecule.yml's S3 server on the host.
+NODE = "pull-debian12"
+REPORT = "/var/lib/gpufleet/pull/drift.json"
+S3_PORT = 39152
 # The test playbook: a directory, a file and a command that always changes.
 EXPECTED_TASKS = {"ok": 3, "changed": 3, "failed": 0, "unreachable": 0, "skipped": 0, "rescued": 0, "ignored": 0}
 
@@ -51,6 +57,8 @@ def test_ansible_core_is_pinned_in_the_venv(host):
     assert version == "2.19.14"
     # ansible-core alone, as the scenario asked: not the 54 MB ansible package.
     assert host.run(f"{VENV}/bin/pip show ansible").rc != 0
+    # A report bucket is set: the SDK the upload uses, at the project's pin.
+    assert host.check_output(f"{VENV}/bin/python3 -c 'import boto3; print(boto3.__version__)'") == "1.44.8"
 
 
 def test_the_script_config_and_units_are_in_place(host):
@@ -62,10 +70,15 @@ def test_the_script_config_and_units_are_in_place(host):
     assert config["playbook"] == "pull/node.yml"
     assert config["check"] is False
     assert config["extra_vars"] == {"pull_test_greeting": "hello from the pull role {{ 6 * 7 }}"}
+    assert config["node"] == NODE and config["report"] == REPORT
+    # The store's place, and where its credentials are read: never a secret here.
+    assert config["store"] == {"bucket": "gpufleet-reports", "endpoint": "http://10.0.2.2:39152",
+                               "region": "us-east-1", "prefix": "gpufleet/drift",
+                               "credentials_file": "/etc/gpufleet/backup/restic.env"}
     service = assert_file(
         host,
         "/etc/systemd/system/gpufleet-pull.service",
-        contains=("Type=oneshot", "ExecStart=/usr/bin/python3 /usr/local/lib/gpufleet/gpufleet-pull.py"),
+        contains=("Type=oneshot", f"ExecStart={VENV}/bin/python3 /usr/local/lib/gpufleet/gpufleet-pull.py"),
     )
     assert "TimeoutStartSec=60min" in service
     timer = assert_file(host, "/etc/systemd/system/gpufleet-pull.timer", contains=("WantedBy=timers.target",))
@@ -136,3 +149,64 @@ def test_the_metrics_hold_the_last_runs_result(host, first_run):
         'gpufleet_pull_info{url="file:///srv/gpufleet-pull.git",branch="production",'
         'playbook="pull/node.yml",mode="apply"}'
     ]
+
+
+# ---- a check-mode run: the drift report, its figures, its upload ----------
+# Last in this module: it runs the service once more, in check mode, and
+# puts the settings back, so Molecule's later check still finds the node
+# converged.
+
+
+@pytest.fixture(scope="module")
+def check_run(host, first_run):
+    """One check-mode run of gpufleet-pull.service after a hand-made change
+    to the file the test playbook writes; yields systemctl's result."""
+    config = host.file("/etc/gpufleet/pull.json").content_string
+    marker = host.file("/var/lib/pull-test/marker").content_string
+    settings = dict(json.loads(config), check=True)
+
+    def write(path, text):
+        encoded = base64.b64encode(text.encode()).decode()
+        host.check_output(f"printf %s {encoded} | base64 -d > {path}")
+
+    write("/etc/gpufleet/pull.json", json.dumps(settings))
+    write("/var/lib/pull-test/marker", "changed by hand\n")
+    try:
+        # A oneshot service: start returns when the run has ended.
+        yield host.run("timeout 240 systemctl start gpufleet-pull.service")
+    finally:
+        write("/etc/gpufleet/pull.json", config)
+        write("/var/lib/pull-test/marker", marker)
+
+
+def test_a_check_run_writes_the_nodes_drift_report_with_its_figures(host, check_run):
+    assert check_run.rc == 0, check_run.stdout + check_run.stderr + host.check_output(
+        "journalctl -u gpufleet-pull.service --no-pager -n 60 -o cat")
+    report = json.loads(assert_file(host, REPORT))
+    # Under the node's inventory name, not the localhost the run saw.
+    assert set(report["hosts"]) == {NODE}
+    assert {r["host"] for r in report["records"]} == {NODE}
+    assert report["check_mode"] is True
+    marker = next(r for r in report["records"] if r["resource"] == "Write the marker")
+    assert marker["state"] == "drifted" and "changed by hand" in json.dumps(marker["diff"]), marker
+    assert report["exit_code"] == 2
+    samples = metrics(host)
+    assert samples["gpufleet_pull_check_mode"] == 1
+    assert samples["gpufleet_pull_drift_report_found"] == 1
+    assert samples["gpufleet_pull_drift_exit_code"] == report["exit_code"]
+    assert samples['gpufleet_pull_drift_resources{state="drifted"}'] == sum(
+        r["state"] == "drifted" for r in report["records"])
+    # The hand-made change is still there: check mode changed nothing.
+    assert host.file("/var/lib/pull-test/marker").content_string == "changed by hand\n"
+
+
+def test_a_check_run_uploads_its_report_to_the_fleets_store(host, check_run):
+    from tests.emulators import s3_server
+
+    report = json.loads(host.file(REPORT).content_string)
+    stored = s3_server.client(S3_PORT).get_object(Bucket="gpufleet-reports", Key=f"gpufleet/drift/{NODE}.json")
+    assert json.loads(stored["Body"].read()) == report
+    samples = metrics(host)
+    assert samples["gpufleet_pull_report_upload_ok"] == 1
+    assert samples["gpufleet_pull_report_last_upload_timestamp_seconds"] >= \
+        samples["gpufleet_pull_last_run_timestamp_seconds"]

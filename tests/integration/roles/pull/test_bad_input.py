@@ -49,6 +49,20 @@ CASES = {
     "relative checkout directory": (dict(GOOD, pull_directory="pull/checkout"), "pull_directory", "absolute paths"),
     "unknown Ansible package": (dict(GOOD, pull_ansible_package="ansible-base"), "pull_ansible_package", "ansible-base"),
     "check mode not a boolean": (dict(GOOD, pull_check_mode_enabled="sometimes"), "pull_check_mode_enabled", "must be true or false"),
+    "node name with a slash": (dict(GOOD, pull_node_name="../gpu-7"), "pull_node_name", "must be a host name"),
+    "bucket name with capitals": (dict(GOOD, pull_report_bucket="Fleet_Reports"), "pull_report_bucket", "bucket name"),
+    "endpoint without a scheme": (
+        dict(GOOD, pull_report_bucket="fleet", pull_report_endpoint="oss-cn-hangzhou.aliyuncs.com"),
+        "pull_report_endpoint",
+        "the URL of an S3 API",
+    ),
+    "region with a space": (dict(GOOD, pull_report_region="us east 1"), "pull_report_region", "a region name"),
+    "prefix with a double slash": (dict(GOOD, pull_report_prefix="gpufleet//drift"), "pull_report_prefix", "single slashes"),
+    "relative credentials file": (
+        dict(GOOD, pull_report_credentials_file="restic.env"),
+        "pull_report_credentials_file",
+        "absolute path",
+    ),
 }
 
 test_bad_input_fails_in_preflight_and_changes_nothing = bad_input_test(

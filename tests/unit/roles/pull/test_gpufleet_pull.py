@@ -38,7 +38,11 @@ FAKE_PULL = textwrap.dedent(
     spec = json.loads({spec!r})
     files = {{a[1:]: [open(a[1:]).read(), oct(os.stat(a[1:]).st_mode & 0o777)] for a in sys.argv if a[:1] == "@"}}
     with open(spec["record"], "w") as fh:
-        json.dump({{"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "files": files}}, fh)
+        json.dump({{"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "files": files,
+                   "old_report": os.path.exists(os.environ.get("GPUFLEET_DRIFT_REPORT", "/nonexistent"))}}, fh)
+    if spec["report"] is not None and os.environ.get("GPUFLEET_DRIFT_REPORT"):
+        with open(os.environ["GPUFLEET_DRIFT_REPORT"], "w") as fh:
+            json.dump(spec["report"], fh)
     sys.stdout.write(spec["output"])
     sys.exit(spec["rc"])
     """
@@ -65,13 +69,16 @@ def node(tmp_path):
         "directory": str(tmp_path / "checkout"),
         "venv": str(tmp_path / "venv"),
         "textfile": str(tmp_path / "gpufleet_pull.prom"),
+        "node": "gpu-node-7",
+        "report": str(tmp_path / "drift.json"),
+        "store": {},
     }
 
-    def run(output: str, rc: int = 0, **overrides):
+    def run(output: str, rc: int = 0, report=None, **overrides):
         config = dict(cfg, **overrides)
         fake = tmp_path / "venv" / "bin" / "ansible-pull"
         fake.write_text(f"#!{sys.executable}\n" + FAKE_PULL.format(
-            spec=json.dumps({"record": str(record), "output": output, "rc": rc})))
+            spec=json.dumps({"record": str(record), "output": output, "rc": rc, "report": report})))
         fake.chmod(0o755)
         path = tmp_path / "pull.json"
         path.write_text(json.dumps(config))
@@ -239,8 +246,120 @@ def test_the_role_pins_the_versions_the_project_tests():
     spec = importlib.util.spec_from_file_location("install_collections", ROOT / "tools" / "install-collections.py")
     installer = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(installer)
-    packages = yaml.safe_load((ROOT / "roles" / "pull" / "vars" / "main.yml").read_text())["__pull_pip_packages"]
+    role_vars = yaml.safe_load((ROOT / "roles" / "pull" / "vars" / "main.yml").read_text())
+    assert role_vars["__pull_report_packages"] == [f"boto3=={pins['boto3']}", f"botocore=={pins['botocore']}"]
+    packages = role_vars["__pull_pip_packages"]
     assert packages == {
         "ansible-core": [f"ansible-core=={pins['ansible-core']}"],
         "ansible": [f"ansible-core=={pins['ansible-core']}", f"ansible=={installer.ANSIBLE_VERSION}"],
     }
+
+
+# What the drift callback writes for one node (the schema of plugin_utils/_drift.py).
+REPORT = {
+    "version": 1, "started": "2026-12-06T03:00:00+00:00", "finished": "2026-12-06T03:01:00+00:00",
+    "check_mode": True, "exit_code": 6,
+    "hosts": {"gpu-node-7": {"provider": "aws", "region": "us-east-1", "gpu_model": "A10G", "groups": [],
+                             "versions": {}}},
+    "records": [
+        {"host": "gpu-node-7", "resource": "baseline : Configure chrony", "role": "baseline", "state": "drifted",
+         "action": "ansible.builtin.template", "diff": [{"before": "a", "after": "b"}]},
+        {"host": "gpu-node-7", "resource": "baseline : Install", "role": "baseline", "state": "in-sync",
+         "action": "ansible.builtin.apt"},
+        {"host": "gpu-node-7", "resource": "security : sshd", "role": "security", "state": "failed",
+         "action": "ansible.builtin.command", "message": "boom"},
+    ],
+}
+
+
+def test_a_check_run_writes_the_drift_report_under_the_nodes_name_and_its_figures(node, tmp_path):
+    (tmp_path / "drift.json").write_text("{}")  # an earlier run's
+    rc, text, seen = node(RECAP_OK, check=True, report=REPORT)
+    assert rc == 0
+    assert seen["env"]["ANSIBLE_CALLBACKS_ENABLED"] == "gpufleet.cloud.drift"
+    assert seen["env"]["GPUFLEET_DRIFT_REPORT"] == str(tmp_path / "drift.json")
+    assert seen["env"]["GPUFLEET_DRIFT_HOST"] == "gpu-node-7"
+    assert seen["old_report"] is False, "an earlier run's report was still there during the run"
+    got = samples(text)
+    assert got["gpufleet_pull_drift_report_found"] == 1
+    assert got["gpufleet_pull_drift_exit_code"] == 6
+    assert {k: v for k, v in got.items() if k.startswith("gpufleet_pull_drift_resources")} == {
+        'gpufleet_pull_drift_resources{state="in-sync"}': 1, 'gpufleet_pull_drift_resources{state="drifted"}': 1,
+        'gpufleet_pull_drift_resources{state="failed"}': 1, 'gpufleet_pull_drift_resources{state="unreachable"}': 0,
+        'gpufleet_pull_drift_resources{state="could-not-verify"}': 0}
+    # No bucket: the report stays on the node, and no upload is claimed.
+    assert "gpufleet_pull_report_upload_ok" not in got
+
+
+@pytest.mark.parametrize("written", [None, "{\"records\": ["])
+def test_a_check_run_without_a_readable_report_says_so_and_claims_no_exit_code(node, tmp_path, written):
+    (tmp_path / "drift.json").write_text(json.dumps(REPORT))  # an earlier run's: never this one's
+    if written is None:
+        rc, text = node("fatal: repository not found\n", rc=1, check=True)[:2]
+    else:
+        rc, text = node(RECAP_OK, check=True, report=written)[:2]
+    got = samples(text)
+    assert got["gpufleet_pull_drift_report_found"] == 0
+    assert "gpufleet_pull_drift_exit_code" not in got
+    assert not any(name.startswith("gpufleet_pull_drift_resources") for name in got)
+
+
+def test_an_applying_run_has_no_drift_report(node):
+    text, seen = node(RECAP_OK, report=REPORT)[1:]
+    assert "ANSIBLE_CALLBACKS_ENABLED" not in seen["env"]
+    assert not any(name.startswith("gpufleet_pull_drift") for name in samples(text))
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A bucket in moto's S3 and the backups' environment file, its
+    values shell-quoted as the backup role writes them."""
+    moto = pytest.importorskip("moto")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    env = tmp_path / "restic.env"
+    env.write_text("RESTIC_REPOSITORY=s3:https://s3.example/b\nAWS_ACCESS_KEY_ID=AKIDEXAMPLE\n"
+                   "AWS_SECRET_ACCESS_KEY='se cret'\nAWS_DEFAULT_REGION=eu-west-1\n")
+    with moto.mock_aws():
+        import boto3
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="fleet")
+        yield s3, {"bucket": "fleet", "prefix": "gpufleet/drift/", "credentials_file": str(env),
+                   "endpoint": "", "region": "us-east-1", "addressing": "auto"}
+
+
+def test_the_report_is_uploaded_to_the_fleets_store(node, store):
+    s3, settings = store
+    rc, text = node(RECAP_OK, check=True, report=REPORT, store=settings)[:2]
+    assert rc == 0
+    body = s3.get_object(Bucket="fleet", Key="gpufleet/drift/gpu-node-7.json")["Body"].read()
+    assert json.loads(body) == REPORT
+    got = samples(text)
+    assert got["gpufleet_pull_report_upload_ok"] == 1
+    assert got["gpufleet_pull_report_last_upload_timestamp_seconds"] == pytest.approx(
+        got["gpufleet_pull_last_run_timestamp_seconds"], abs=5)
+
+
+def test_a_failed_upload_is_a_metric_and_a_line_and_keeps_the_runs_status(node, store, capsys):
+    s3, settings = store
+    first = samples(node(RECAP_OK, check=True, report=REPORT, store=settings)[1])
+    rc, text = node(RECAP_OK, rc=2, check=True, report=REPORT, store=dict(settings, bucket="no-such-bucket"))[:2]
+    assert rc == 2
+    got = samples(text)
+    assert got["gpufleet_pull_report_upload_ok"] == 0
+    # The last upload that landed is kept, so its age can be alerted on.
+    assert got["gpufleet_pull_report_last_upload_timestamp_seconds"] == \
+        first["gpufleet_pull_report_last_upload_timestamp_seconds"]
+    assert "s3://no-such-bucket/gpufleet/drift/gpu-node-7.json" in capsys.readouterr().err
+    # No report at all: nothing to upload, and that is said too.
+    text = node("fatal\n", rc=1, check=True, store=settings)[1]
+    assert samples(text)["gpufleet_pull_report_upload_ok"] == 0
+
+
+def test_the_backups_credentials_are_read_as_the_shell_would(tmp_path):
+    env = tmp_path / "restic.env"
+    env.write_text("# comment\nRESTIC_PASSWORD_FILE=/etc/x\nAWS_ACCESS_KEY_ID=AKID\n"
+                   "AWS_SECRET_ACCESS_KEY='a b'\"c\"\nAWS_DEFAULT_REGION=cn-hangzhou\n")
+    assert pull.store_credentials(str(env)) == {"AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "a bc",
+                                                "AWS_DEFAULT_REGION": "cn-hangzhou"}
+    assert pull.store_credentials(str(tmp_path / "missing")) == {}

@@ -19,6 +19,8 @@ from ._render_junit import junit_parts
 from ._render_text import table
 
 EXIT_USAGE = _exit.USAGE
+# --from's default: three of the pull role's default 30-minute intervals.
+MAX_AGE_MINUTES = 90
 
 EPILOG = """\
 exit status: a bitmask, so one run can report several things at once
@@ -79,7 +81,7 @@ def add_parser(sub) -> None:
     p.add_argument("--endpoint", help="with --from: the store's S3 API endpoint (OSS, COS, OBS, MinIO); "
                    "default AWS S3")
     p.add_argument("--region", help="with --from: the bucket's region (default: the SDK's, else us-east-1)")
-    p.add_argument("--max-age", type=int, default=90, metavar="MINUTES",
+    p.add_argument("--max-age", type=int, metavar="MINUTES",
                    help="with --from: a report older than this is stale (default 90: three of the pull role's "
                         "default 30-minute intervals)")
     p.add_argument("--format", choices=["table", "json"], default="table",
@@ -124,10 +126,13 @@ def _write(report, out_dir: Path) -> None:
 def _from_problem(args) -> str | None:
     """What is wrong with the --from options, named; None when nothing."""
     if not args.source:
-        given = [name for name, value in (("--endpoint", args.endpoint), ("--region", args.region)) if value]
+        given = [name for name, value in (("--endpoint", args.endpoint), ("--region", args.region),
+                                          ("--max-age", args.max_age is not None)) if value]
         if given:
             return f"{' and '.join(given)} only apply with --from s3://BUCKET/PREFIX"
         return None
+    if args.max_age is None:
+        args.max_age = MAX_AGE_MINUTES
     for name, value in (("--fix", args.fix), ("--limit", args.limit), ("--tags", args.tags)):
         if value:
             return (f"{name} does not apply with --from: the reports are the nodes' own whole check-mode runs; "

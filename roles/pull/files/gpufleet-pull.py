@@ -144,7 +144,10 @@ def store_credentials(path: str) -> dict[str, str]:
     for line in lines:
         name, sep, value = line.partition("=")
         if sep and name.startswith("AWS_") and name.isupper():
-            words = shlex.split(value)
+            try:
+                words = shlex.split(value)
+            except ValueError:  # an unbalanced quote: not a value the shell would read either
+                continue
             found[name] = words[0] if words else ""
     return found
 

@@ -169,6 +169,7 @@ def test_a_store_that_cannot_be_listed_fails_and_names_it(project, store, capsys
     (["--from", "s3://fleet/x", "--endpoint", "oss-cn-hangzhou.aliyuncs.com"], "expected the URL of an S3 API"),
     (["--endpoint", "http://127.0.0.1:9000"], "--endpoint only apply with --from"),
     (["--region", "us-east-1"], "--region only apply with --from"),
+    (["--max-age", "30"], "--max-age only apply with --from"),
 ])
 def test_bad_from_options_name_the_option_before_anything_is_read(project, capsys, argv, message):
     assert cli.main(["drift", "-i", "inv.yml", *argv]) == 1

@@ -363,3 +363,6 @@ def test_the_backups_credentials_are_read_as_the_shell_would(tmp_path):
     assert pull.store_credentials(str(env)) == {"AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "a bc",
                                                 "AWS_DEFAULT_REGION": "cn-hangzhou"}
     assert pull.store_credentials(str(tmp_path / "missing")) == {}
+    # A line the shell could not read either is left out, not a crash.
+    env.write_text("AWS_ACCESS_KEY_ID='unbalanced\nAWS_SECRET_ACCESS_KEY=s\n")
+    assert pull.store_credentials(str(env)) == {"AWS_SECRET_ACCESS_KEY": "s"}

@@ -152,6 +152,15 @@ def merge(fetched: dict[str, Fetched], inventory: dict[str, dict], url: str, max
                     data = _drift.check_report(loaded, source=where)
                 except ValueError as exc:
                     problem = str(exc)
+                else:
+                    # Another node's report under this node's key (a
+                    # pull_node_name that is not the inventory's name)
+                    # must never pass for this node's.
+                    named = sorted(data["hosts"])
+                    if named != [node]:
+                        problem = (f"{where}: a report of {', '.join(named) or 'no host'}, not of {node}: the "
+                                   f"node's pull_node_name must be its inventory name, {node}")
+                        data = None
         elif got is not None:
             problem = f"{where}: {got.error}"
         if node not in inventory:
@@ -171,15 +180,13 @@ def merge(fetched: dict[str, Fetched], inventory: dict[str, dict], url: str, max
             records.append(_unverified(node, "stale", f"newest report {age}, older than --max-age "
                                                       f"{int(max_age.total_seconds() // 60)} minutes"))
         else:
-            ours = [r for r in data["records"] if r.get("host") == node]
-            if not ours and len(data["hosts"]) == 1:
-                # A report written before the node's name was given (its run's localhost).
-                ours = [dict(r, host=node) for r in data["records"]]
-            records.extend(_shared(ours))
+            records.extend(_shared([r for r in data["records"] if r.get("host") == node]))
             # The node's own run knows its versions and OS; the inventory
-            # knows its groups (a pull run sees none) and its cloud.
-            own = data["hosts"].get(node) or next(iter(data["hosts"].values()), {})
-            meta = {**own, **meta, "versions": own.get("versions") or {}}
+            # knows its groups (a pull run sees none) and its cloud, where it
+            # says them.
+            own = data["hosts"][node]
+            known = {k: v for k, v in meta.items() if v not in ("unknown", "none")}
+            meta = {**own, **known, "versions": own.get("versions") or {}}
             times.append((str(data.get("started") or data["finished"]), str(data["finished"])))
         hosts[node] = meta
     # The fleet's report spans its nodes' fresh reports.

@@ -198,6 +198,26 @@ def test_merge_uses_only_a_reports_own_host_and_keeps_the_newest_times():
     assert "timed out" in merged.records[0]["message"]
 
 
+def test_another_nodes_report_under_a_nodes_key_is_never_that_nodes():
+    # A node whose pull_node_name is not its inventory name, or a report
+    # from before the runner named its host (the run's localhost).
+    for host in ("gpu-node-8", "localhost"):
+        fetched = {"gpu-node-7": _store.Fetched("p/gpu-node-7.json", text=json.dumps(node_report(host, CLEAN)))}
+        merged = _store.merge(fetched, {"gpu-node-7": {}}, "s3://fleet/p", datetime.timedelta(minutes=90), now=NOW)
+        assert merged.not_reported() == {"gpu-node-7": "unreadable"}
+        assert f"a report of {host}, not of gpu-node-7" in merged.records[0]["message"]
+
+
+def test_the_inventory_says_the_cloud_where_it_knows_it_and_the_report_the_rest():
+    fetched = {"a": _store.Fetched("p/a.json", text=json.dumps(node_report("a", CLEAN, provider="aws")))}
+    inventory = {"a": {"provider": "unknown", "region": "eu-west-1", "gpu_model": "none", "groups": ["gpu"],
+                       "versions": {}}}
+    merged = _store.merge(fetched, inventory, "s3://fleet/p", datetime.timedelta(minutes=90), now=NOW)
+    meta = merged.hosts["a"]
+    assert meta["provider"] == "aws" and meta["region"] == "eu-west-1" and meta["gpu_model"] == "A10G"
+    assert meta["groups"] == ["gpu"] and meta["versions"] == {"kernel": "6.1.0"}
+
+
 def test_a_report_from_another_schema_is_unreadable_not_merged():
     other = dict(node_report("a", CLEAN), version=2)
     fetched = {"a": _store.Fetched("p/a.json", text=json.dumps(other))}

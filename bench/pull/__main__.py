@@ -78,13 +78,10 @@ def usage() -> dict:
 
 def measure(port: int, nodes: int, out: Path) -> dict:
     """The command's steps in this (fresh) process."""
-    import boto3  # pylint: disable=import-outside-toplevel
-
     from gpufleet.drift import _command, _store  # pylint: disable=import-outside-toplevel
 
-    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing-secret",
-                          config=_store.client(None, None).meta.config)
+    client = _store.client(f"http://127.0.0.1:{port}", "us-east-1", aws_access_key_id="testing",
+                           aws_secret_access_key="testing-secret")
     inventory = {node_name(i): {"provider": "aliyun", "region": "cn-hangzhou", "gpu_model": "A10",
                                 "groups": ["lab"], "versions": {}} for i in range(nodes)}
     steps = {}

@@ -131,13 +131,11 @@ def _from_problem(args) -> str | None:
         if given:
             return f"{' and '.join(given)} only apply with --from s3://BUCKET/PREFIX"
         return None
-    if args.max_age is None:
-        args.max_age = MAX_AGE_MINUTES
     for name, value in (("--fix", args.fix), ("--limit", args.limit), ("--tags", args.tags)):
         if value:
             return (f"{name} does not apply with --from: the reports are the nodes' own whole check-mode runs; "
                     "scan without --from to limit, tag or fix from here")
-    if args.max_age < 1:
+    if args.max_age is not None and args.max_age < 1:
         return f"--max-age {args.max_age}: give the minutes after which a report is stale, for example 90"
     if args.endpoint and not re.match(r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?/?$", args.endpoint):
         return f"--endpoint {args.endpoint}: expected the URL of an S3 API, for example https://cos.ap-shanghai.myqcloud.com"
@@ -162,8 +160,8 @@ def _merge(root: Path, args, out_dir: Path, base: Path):
         print(f"gpufleet drift: --from {args.source}: cannot list the reports: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         return None
-    report = _store.merge(fetched, _store.inventory_meta(listing), args.source,
-                          datetime.timedelta(minutes=args.max_age))
+    max_age = MAX_AGE_MINUTES if args.max_age is None else args.max_age
+    report = _store.merge(fetched, _store.inventory_meta(listing), args.source, datetime.timedelta(minutes=max_age))
     _finish(base, args, report)
     _write(report, out_dir)
     _show(report, args, out_dir)

@@ -56,14 +56,16 @@ def parse_url(url: str) -> tuple[str, str]:
     return parts.netloc, parts.path.strip("/")
 
 
-def client(endpoint: str | None, region: str | None):
-    """An S3 client of the store, with the AWS SDK's credential chain."""
+def client(endpoint: str | None, region: str | None, **credentials):
+    """An S3 client of the store, with the AWS SDK's credential chain
+    unless `credentials` (boto3's aws_access_key_id and the rest) say."""
     import boto3  # pylint: disable=import-outside-toplevel
     from botocore.config import Config  # pylint: disable=import-outside-toplevel
 
     config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 5, "mode": "standard"},
                     max_pool_connections=32)
-    return boto3.client("s3", endpoint_url=endpoint or None, region_name=region or None, config=config)
+    return boto3.client("s3", endpoint_url=endpoint or None, region_name=region or None, config=config,
+                        **credentials)
 
 
 def _node_of(key: str, prefix: str) -> str | None:
@@ -204,21 +206,14 @@ def _ago(delta: datetime.timedelta) -> str:
 
 def inventory_meta(listing: dict) -> dict[str, dict]:
     """Each host of `ansible-inventory --list` output with the metadata a
-    report keeps: provider, region, GPU model and groups."""
+    report keeps (the drift callback's host_meta): provider, region, GPU
+    model and groups."""
     hostvars = (listing.get("_meta") or {}).get("hostvars") or {}
     groups: dict[str, list[str]] = {}
     for group, body in listing.items():
-        if group in ("_meta",) or not isinstance(body, dict):
+        if group == "_meta" or not isinstance(body, dict):
             continue
         for host in body.get("hosts") or ():
             groups.setdefault(host, []).append(group)
-    out = {}
-    for host in sorted(set(hostvars) | set(groups)):
-        hv = hostvars.get(host) or {}
-        gpu = hv.get("gpufleet_gpu") if isinstance(hv.get("gpufleet_gpu"), dict) else {}
-        out[host] = {"provider": str(hv.get("gpufleet_provider", "unknown")),
-                     "region": str(hv.get("gpufleet_region", "unknown")),
-                     "gpu_model": str(gpu.get("model") or "none"),
-                     "groups": sorted(g for g in groups.get(host, []) if g not in ("all", "ungrouped")),
-                     "versions": {}}
-    return out
+    return {host: _drift.host_meta(hostvars.get(host) or {}, [g for g in groups.get(host, []) if g != "ungrouped"])
+            for host in sorted(set(hostvars) | set(groups))}

@@ -115,15 +115,7 @@ class CallbackModule(CallbackBase):
     def _host_meta(self, host):
         name = host.get_name()
         if name not in self._hosts:
-            hv = self._inventory_vars(host)
-            gpu = hv.get("gpufleet_gpu") or {}
-            self._hosts[name] = {
-                "provider": str(hv.get("gpufleet_provider", "unknown")),
-                "region": str(hv.get("gpufleet_region", "unknown")),
-                "gpu_model": str(gpu.get("model", "none")) if isinstance(gpu, dict) else "none",
-                "groups": sorted(g.get_name() for g in host.get_groups() if g.get_name() != "all"),
-                "versions": {},
-            }
+            self._hosts[name] = _drift.host_meta(self._inventory_vars(host), [g.get_name() for g in host.get_groups()])
         return self._hosts[name]
 
     def _inventory_vars(self, host):

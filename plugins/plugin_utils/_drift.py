@@ -151,6 +151,20 @@ def unit_diff(result):
              "after": "".join("%s=%s\n" % kv for kv in sorted(wanted.items()))}]
 
 
+def host_meta(variables, groups):
+    """A report's metadata of one host from its variables and the names of
+    its groups: the drift callback's, and `gpufleet drift --from`'s for a
+    listed node (from ansible-inventory --list)."""
+    gpu = variables.get("gpufleet_gpu") or {}
+    return {
+        "provider": str(variables.get("gpufleet_provider", "unknown")),
+        "region": str(variables.get("gpufleet_region", "unknown")),
+        "gpu_model": str(gpu.get("model", "none")) if isinstance(gpu, dict) else "none",
+        "groups": sorted(g for g in groups if g != "all"),
+        "versions": {},
+    }
+
+
 def exit_code(records, waived=frozenset()):
     """The bitmask: 2 drift, 4 failures, 8 unreachable. `waived` holds
     (host, resource) pairs whose drift is accepted."""

@@ -6,7 +6,12 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-PYTHON ?= python3
+# The venvs' interpreter: Debian's own Python, built with PGO and LTO. The
+# machine's first python3 on PATH may be a plain source build (pyenv's,
+# without --enable-optimizations), on which the Ansible controller, most of
+# the tests' CPU, costs about a fifth more (docs/performance.md,
+# "The controller's Python").
+PYTHON ?= /usr/bin/python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
@@ -36,6 +41,7 @@ help:
 	@echo "make bench-fleet       lab at 1, 4, 8 nodes: no-op converge and drift scan, three configs"
 	@echo "make bench-molecule    Molecule's create and destroy: the podman driver's playbooks against ours"
 	@echo "make bench-interpreter a podman test node's Python, discovered or named"
+	@echo "make bench-controller  the Ansible controller's Python: the venv's against another python3"
 	@echo "make bench-pull        gpufleet drift --from: 10,000 pull-mode reports fetched, merged, written"
 	@echo "make bench-revisions BEFORE=<rev>   this checkout against <rev> on the lab: tasks and CPU per no-op converge"
 	@echo "make ee-context        the AWX execution environment's build context in build/ee/context"
@@ -46,8 +52,13 @@ help:
 	@echo "make lab-down  remove the lab fleet"
 
 # ---- dependencies --------------------------------------------------------
+# Debian splits the venv module off its Python (python3-venv). It runs
+# beside host-setup.sh (make deps), so apt waits for the other's lock.
+venv_module = $(PYTHON) -c 'import ensurepip' 2>/dev/null || { apt-get -o DPkg::Lock::Timeout=300 update -qq && \
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends python3-venv; }
 $(STAMP)/venv: pyproject.toml requirements/constraints.txt
 	@mkdir -p $(STAMP)
+	@$(call venv_module)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade 'pip>=24'
 	$(BIN)/pip install --quiet -c requirements/constraints.txt -e '.[test]'
@@ -59,6 +70,7 @@ LINT_VENV := .cache/lint-venv
 LINT_BIN := $(CURDIR)/$(LINT_VENV)/bin
 $(STAMP)/lint-venv: requirements/lint-venv.txt
 	@mkdir -p $(STAMP)
+	@$(call venv_module)
 	test -x $(LINT_BIN)/python || $(PYTHON) -m venv $(LINT_VENV)
 	$(LINT_BIN)/pip install --quiet --upgrade 'pip>=24'
 	$(LINT_BIN)/pip install --quiet -r requirements/lint-venv.txt
@@ -255,9 +267,11 @@ gpu-probe:
 	tools/gpu-probe --out $(OUT)
 
 # ---- benchmarks (never part of make test) ------------------------------
-.PHONY: bench-inventory bench-fleet bench-revisions bench-molecule bench-interpreter bench-pull
+.PHONY: bench-inventory bench-fleet bench-revisions bench-molecule bench-interpreter bench-controller bench-pull
 bench-interpreter: venv collections images
 	$(BIN)/python -m bench.interpreter
+bench-controller: venv collections images
+	$(BIN)/python -m bench.controller
 bench-molecule: venv collections images
 	$(BIN)/python -m bench.molecule
 bench-inventory: venv collections

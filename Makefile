@@ -43,6 +43,7 @@ help:
 	@echo "make bench-interpreter a podman test node's Python, discovered or named"
 	@echo "make bench-controller  the Ansible controller's Python: the venv's against another python3"
 	@echo "make bench-pull        gpufleet drift --from: 10,000 pull-mode reports fetched, merged, written"
+	@echo "make bench-pull-node   one lab node: its own check-mode pull run against the push scan (takes over the lab)"
 	@echo "make bench-revisions BEFORE=<rev>   this checkout against <rev> on the lab: tasks and CPU per no-op converge"
 	@echo "make ee-context        the AWX execution environment's build context in build/ee/context"
 	@echo "make ee-image EE_TAG=REGISTRY/NAME:TAG   build that image (needs registries: see docs/awx.md)"
@@ -267,7 +268,7 @@ gpu-probe:
 	tools/gpu-probe --out $(OUT)
 
 # ---- benchmarks (never part of make test) ------------------------------
-.PHONY: bench-inventory bench-fleet bench-revisions bench-molecule bench-interpreter bench-controller bench-pull
+.PHONY: bench-inventory bench-fleet bench-revisions bench-molecule bench-interpreter bench-controller bench-pull bench-pull-node
 bench-interpreter: venv collections images
 	$(BIN)/python -m bench.interpreter
 bench-controller: venv collections images
@@ -280,6 +281,9 @@ bench-inventory: venv collections
 PULL_NODES ?= 10000
 bench-pull: venv collections
 	$(BIN)/python -m bench.pull --nodes $(PULL_NODES)
+# Takes over the lab fleet (gpufleet lab up -n 1) and leaves it at one node.
+bench-pull-node: venv collections images
+	$(BIN)/python -m bench.pull.node
 # Takes over the lab fleet (gpufleet lab up -n 1, 4, 8) and leaves it at 8.
 # FLEET_CONFIGS=gpufleet,defaults leaves out the linear-strategy runs.
 FLEET_CONFIGS ?= gpufleet,linear,defaults

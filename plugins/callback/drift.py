@@ -40,8 +40,8 @@ options:
   host_name:
     description:
       - The name the report gives the run's host, when the run has exactly one. A pull-mode run
-        (P(gpufleet.cloud.pull#role)) sees its node as C(localhost); under the node's inventory name,
-        its report merges with the rest of the fleet's.
+        (P(gpufleet.cloud.pull#role)) sets it to the node's inventory name, under which its report
+        merges with the rest of the fleet's, whatever inventory the run was given.
       - Empty keeps each host's own name, as does a run of more than one host.
     type: str
     default: ""

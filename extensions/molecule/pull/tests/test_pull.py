@@ -115,7 +115,8 @@ def recaps(host) -> list[dict[str, int]]:
     journal = host.check_output("journalctl -u gpufleet-pull.service --no-pager -o cat")
     return [
         {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", line)}
-        for line in journal.splitlines() if re.match(r"localhost\s+: ok=", line)
+        # The run sees the node under its inventory name, as a push run does.
+        for line in journal.splitlines() if re.match(rf"{re.escape(NODE)}\s+: ok=", line)
     ]
 
 
@@ -183,7 +184,7 @@ def test_a_check_run_writes_the_nodes_drift_report_with_its_figures(host, check_
     assert check_run.rc == 0, check_run.stdout + check_run.stderr + host.check_output(
         "journalctl -u gpufleet-pull.service --no-pager -n 60 -o cat")
     report = json.loads(assert_file(host, REPORT))
-    # Under the node's inventory name, not the localhost the run saw.
+    # Under the node's inventory name, the one the run saw.
     assert set(report["hosts"]) == {NODE}
     assert {r["host"] for r in report["records"]} == {NODE}
     assert report["check_mode"] is True

@@ -1,0 +1,284 @@
+"""One node's pull-mode check run against the push scan of the same node:
+``make bench-pull-node`` (python -m bench.pull.node).
+
+The lab at one node (``gpufleet lab up -n 1``), converged from here by
+site.yml (push). Then pull mode is set up on it as a fleet would
+(playbooks/pull.yml through the lab inventory):
+
+- the repository is this checkout's HEAD, with the pinned collections
+  (.collections) committed into the copy, as a bare repository on the node
+  (file:///srv/gpufleet-pull.git): the node cannot reach Galaxy;
+- ansible-core in the node's virtual environment (the ansible package
+  would bring the same collections, in 54 MB);
+- check mode, the lab's group variables as ``pull_site_extra_vars`` (a
+  pull run sees no inventory), the report uploaded to the lab's object
+  store with the backups' credentials;
+- the timer far off, so only the measured runs run.
+
+Then, ROUNDS times, one after the other on the same converged node:
+
+- ``push``: ``gpufleet drift -i inventories/lab`` from this machine;
+- ``pull``: the node's own run, ``systemctl start gpufleet-pull.service``
+  (a oneshot: it returns when the run has ended).
+
+Each is timed from the outside: wall, and the machine's busy CPU-seconds
+(/proc/stat: the node's processes are this machine's, so both ways count
+everything they cost, wherever it ran: run it on a quiet machine). The
+push scan's controller CPU (wait4 of its process tree) is given apart.
+Each run's report is read back: the push scan's report.json, and the pull
+run's report from the node and from the store (``gpufleet drift --from``),
+and the benchmark stops when either finds the converged node out of sync
+or reads less than the other. Figures go to bench/pull/node-results.md and
+node-results.json. Nothing is asserted about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.fleet.__main__ import BIN, CACHE, INVENTORY, NotANoOp, configs, converge, lab_up, measure, run_env
+from bench.interpreter.__main__ import busy_jiffies
+from gpufleet.lab import _nodes, _object_store
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+NODE = _nodes.node(1)
+REPOSITORY = "/srv/gpufleet-pull.git"
+REPORT = "/var/lib/gpufleet/pull/drift.json"
+TEXTFILE = "/var/lib/prometheus/node-exporter/gpufleet_pull.prom"
+PREFIX = "gpufleet/drift"
+# Host variables of the lab's inventory that the pull run is not handed as
+# the site's settings: how this machine reaches the node (ansible_*), and
+# gpufleet_*, which playbooks/pull.yml hands it itself (the
+# gpufleet.cloud.node_vars filter), or which are the lab's own paths.
+NOT_SITE = ("ansible_", "gpufleet_")
+
+
+def site_vars(host: str) -> dict:
+    """The lab inventory's variables for `host` that the node's pull run
+    cannot see (a pull run has no inventory): its group variables."""
+    out = subprocess.run([str(BIN / "ansible-inventory"), "-i", INVENTORY, "--host", host], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return {k: v for k, v in json.loads(out).items() if not k.startswith(NOT_SITE)}
+
+
+def repository(work: Path) -> Path:
+    """A bare repository of HEAD with the pinned collections committed."""
+    src, bare = work / "src", work / "gpufleet-pull.git"
+    git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@gpufleet.invalid"]
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(src)], check=True)
+    subprocess.run(["cp", "-a", str(ROOT / ".collections"), str(src / ".collections")], check=True)
+    subprocess.run([*git, "-C", str(src), "add", "--force", ".collections"], check=True)
+    subprocess.run([*git, "-C", str(src), "commit", "--quiet", "-m", "the pinned collections"], check=True)
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(src), str(bare)], check=True)
+    return bare
+
+
+def branch(bare: Path) -> str:
+    return subprocess.run(["git", "-C", str(bare), "symbolic-ref", "--short", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def node_exec(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(["podman", "exec", NODE.name, *argv], capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        raise NotANoOp(f"on {NODE.name}: {' '.join(argv)} exited {result.returncode}: {result.stderr[-2000:]}")
+    return result
+
+
+def pull_vars(bare: Path) -> dict:
+    return {
+        "pull_repo_url": f"file://{REPOSITORY}",
+        "pull_branch": branch(bare),
+        "pull_ansible_package": "ansible-core",
+        "pull_check_mode_enabled": True,
+        "pull_site_extra_vars": site_vars(NODE.hostname),
+        # Only the measured runs: the timer's first run a day away.
+        "pull_first_run_delay_seconds": 86400,
+        "pull_splay_seconds": 0,
+    }
+
+
+def trust_host_cas() -> None:
+    """The node installs ansible-core from PyPI through this machine's
+    egress, which may present its own CA: the node trusts what this
+    machine trusts, and pip reads the system bundle (as the Molecule pull
+    scenario's prepare does)."""
+    for cert in sorted(Path("/usr/local/share/ca-certificates").glob("*.crt")):
+        subprocess.run(["podman", "cp", str(cert), f"{NODE.name}:/usr/local/share/ca-certificates/"], check=True)
+    node_exec("update-ca-certificates")
+    node_exec("sh", "-c", "printf '[global]\\ncert = /etc/ssl/certs/ca-certificates.crt\\n' > /etc/pip.conf")
+
+
+def set_up_pull(work: Path) -> dict:
+    """Pull mode on the node through playbooks/pull.yml; its figures."""
+    trust_host_cas()
+    bare = repository(work)
+    node_exec("rm", "-rf", REPOSITORY)
+    subprocess.run(["podman", "cp", str(bare), f"{NODE.name}:{REPOSITORY}"], check=True)
+    extra = work / "pull-vars.json"
+    extra.write_text(json.dumps(pull_vars(bare)))
+    log = work / "pull-setup.log"
+    result = measure([str(BIN / "ansible-playbook"), "playbooks/pull.yml", "-i", INVENTORY, "-e", f"@{extra}"],
+                     run_env(configs(work)["gpufleet"], Path(tempfile.mkdtemp(dir=work))), log)
+    if result["rc"] != 0:
+        raise NotANoOp(f"playbooks/pull.yml exited {result['rc']}:\n{log.read_text()[-4000:]}")
+    return result
+
+
+def busy(run) -> dict:
+    """run() timed with the machine's busy CPU; its figures with wall and busy_cpu added."""
+    before, start = busy_jiffies(), time.monotonic()
+    figures = run()
+    figures["wall"] = round(time.monotonic() - start, 2)
+    figures["busy_cpu"] = round((busy_jiffies() - before) / os.sysconf("SC_CLK_TCK"), 2)
+    return figures
+
+
+def summary(report: dict) -> dict:
+    states: dict[str, int] = {}
+    for record in report["records"]:
+        states[record["state"]] = states.get(record["state"], 0) + 1
+    return {"resources": len(report["records"]), "states": states, "exit_code": report["summary"]["exit_code"]}
+
+
+def push(work: Path, n: int) -> dict:
+    def run():
+        out = work / f"push-{n}"
+        result = measure([str(BIN / "gpufleet"), "drift", "-i", INVENTORY, "--quiet",
+                          "--output-dir", str(out), "--history", str(out / "history.jsonl")],
+                         run_env(configs(work)["gpufleet"], Path(tempfile.mkdtemp(dir=work))), work / f"push-{n}.log")
+        report = out / "report.json"
+        if not report.exists():
+            raise NotANoOp(f"the push scan wrote no report (exit {result['rc']}; see {work / f'push-{n}.log'})")
+        return {"rc": result["rc"], "controller_cpu": result["cpu"], **summary(json.loads(report.read_text()))}
+    return busy(run)
+
+
+def pull(n: int) -> dict:
+    def run():
+        result = node_exec("systemctl", "start", "gpufleet-pull.service", check=False)
+        report = node_exec("cat", REPORT, check=False)
+        if report.returncode != 0:
+            journal = node_exec("journalctl", "-u", "gpufleet-pull.service", "-n", "60", "--no-pager", check=False)
+            raise NotANoOp(f"pull run {n}: no report on the node (systemctl exited {result.returncode}):\n"
+                           f"{journal.stdout}")
+        return {"rc": result.returncode, **summary(json.loads(report.stdout))}
+    return busy(run)
+
+
+def from_store(work: Path) -> dict:
+    """`gpufleet drift --from` over the lab's store: what the fleet sees."""
+    out = work / "from-store"
+    site = site_vars(NODE.hostname)
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": site["backup_s3_access_key_id"],
+           "AWS_SECRET_ACCESS_KEY": site["backup_s3_secret_access_key"]}
+    bucket = site["backup_repository_bucket"]
+    result = subprocess.run([str(BIN / "gpufleet"), "drift", "-i", INVENTORY, "--from", f"s3://{bucket}/{PREFIX}",
+                             "--endpoint", f"http://{gateway()}:{_object_store.PORT}", "--region", "us-east-1",
+                             "--quiet", "--output-dir", str(out), "--history", str(out / "history.jsonl")],
+                            cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    report = out / "report.json"
+    if not report.exists():
+        raise NotANoOp(f"gpufleet drift --from wrote no report (exit {result.returncode}): {result.stderr[-2000:]}")
+    return {"rc": result.returncode, **summary(json.loads(report.read_text()))}
+
+
+def gateway() -> str:
+    from gpufleet.lab._podman import Podman
+
+    return Podman().bridge_gateway()
+
+
+def median(rows: list[dict], key: str) -> float:
+    return statistics.median_high(row[key] for row in rows)
+
+
+def check_same(push_row: dict, pull_row: dict, what: str) -> None:
+    """Both ways must read the same resources of a converged node, all in sync."""
+    for name, row in (("push", push_row), (what, pull_row)):
+        if row["rc"] != 0 or set(row["states"]) != {"in-sync"}:
+            raise NotANoOp(f"{name}: exit {row['rc']}, states {row['states']} on the converged node")
+    if push_row["resources"] != pull_row["resources"]:
+        raise NotANoOp(f"push read {push_row['resources']} resources, {what} {pull_row['resources']}")
+
+
+def bench(rounds: int) -> dict:
+    CACHE.mkdir(parents=True, exist_ok=True)  # the converge's log (bench.fleet's)
+    with tempfile.TemporaryDirectory(prefix="gpufleet-bench-pull-node-") as tmp:
+        work = Path(tmp)
+        print("== lab up -n 1, converge (push)", flush=True)
+        lab_up(1)
+        first = converge(configs(work)["gpufleet"], work, "pull-node-converge", 1, require_noop=False)
+        print("== pull mode on the node (playbooks/pull.yml)", flush=True)
+        setup = set_up_pull(work)
+        rows = {"push": [], "pull": []}
+        for n in range(rounds):
+            rows["push"].append(push(work, n))
+            rows["pull"].append(pull(n))
+            check_same(rows["push"][-1], rows["pull"][-1], "pull")
+            print(f"   round {n + 1}: push {rows['push'][-1]['wall']} s, pull {rows['pull'][-1]['wall']} s", flush=True)
+        store = from_store(work)
+        check_same(rows["push"][-1], store, "drift --from")
+    return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "rounds": rounds,
+            "first_converge": first, "pull_setup": setup, "push": rows["push"], "pull": rows["pull"],
+            "from_store": store}
+
+
+def markdown(results: dict) -> str:
+    push_rows, pull_rows = results["push"], results["pull"]
+    resources = push_rows[0]["resources"]
+    lines = [
+        "# One node's pull-mode check run against the push scan",
+        "",
+        f"`python -m bench.pull.node --rounds {results['rounds']}` ({results['when']}, {results['cpus']} CPUs): the",
+        "lab at one node, converged by site.yml; then, on that node, the push scan (`gpufleet drift -i",
+        "inventories/lab`) and the node's own check-mode pull run (`systemctl start gpufleet-pull.service`),",
+        f"one after the other, each round. Both read the same {resources} resources, all in sync; the",
+        "store's merge (`gpufleet drift --from`) found the same. The median of the rounds, in seconds:",
+        "wall, and the machine's busy CPU (the node's processes included). Ratio: pull / push.",
+        "",
+        "| | wall | busy CPU | controller CPU |",
+        "|---|---:|---:|---:|",
+        f"| push | {median(push_rows, 'wall'):.1f} | {median(push_rows, 'busy_cpu'):.1f} | "
+        f"{median(push_rows, 'controller_cpu'):.1f} |",
+        f"| pull | {median(pull_rows, 'wall'):.1f} | {median(pull_rows, 'busy_cpu'):.1f} | 0 |",
+        f"| ratio | {median(pull_rows, 'wall') / median(push_rows, 'wall'):.2f} | "
+        f"{median(pull_rows, 'busy_cpu') / median(push_rows, 'busy_cpu'):.2f} | |",
+        "",
+        f"Setting up pull mode on the node (playbooks/pull.yml: git, a virtual environment with ansible-core",
+        f"and boto3, the script and the timer): {results['pull_setup']['wall']:.1f} s wall,",
+        f"{results['pull_setup']['cpu']:.1f} s of controller CPU. The first converge:",
+        f"{results['first_converge']['wall']:.1f} s wall.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    try:
+        results = bench(args.rounds)
+    except NotANoOp as exc:
+        print(f"bench-pull-node: {exc}", file=sys.stderr)
+        return 1
+    (HERE / "node-results.json").write_text(json.dumps(results, indent=1) + "\n")
+    text = markdown(results)
+    (HERE / "node-results.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

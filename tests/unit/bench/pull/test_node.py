@@ -1,0 +1,77 @@
+"""bench.pull.node: the site's settings handed to the node's pull run are
+the inventory's group variables without the connection's and gpufleet_*;
+a report is summed up by state; the push scan and the pull run must both
+find the converged node in sync and read as much as each other; and the
+table gives the median rounds and the ratio pull / push."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+bench = pytest.importorskip("bench.pull.node")
+
+
+def test_the_site_settings_are_the_group_variables_less_connection_and_gpufleet(monkeypatch):
+    host = {"ansible_user": "gpufleet", "ansible_port": 2201, "gpufleet_lab_dir": "{{ inventory_dir }}/../../.lab",
+            "gpufleet_provider": "aliyun", "gpufleet_site_gpu_stack": False, "baseline_ntp_servers": ["127.0.0.1"],
+            "backup_repository_bucket": "gpufleet-lab-backup"}
+    seen = []
+
+    def run(argv, **_kwargs):
+        seen.append(argv)
+        return subprocess.CompletedProcess(argv, 0, stdout=json.dumps(host), stderr="")
+
+    monkeypatch.setattr(bench.subprocess, "run", run)
+    assert bench.site_vars("lab-node-1") == {"baseline_ntp_servers": ["127.0.0.1"],
+                                             "backup_repository_bucket": "gpufleet-lab-backup"}
+    assert seen[0][1:] == ["-i", "inventories/lab", "--host", "lab-node-1"]
+
+
+def report(*states, exit_code=0):
+    return {"records": [{"state": s} for s in states], "summary": {"exit_code": exit_code}}
+
+
+def test_a_report_is_summed_up_by_state():
+    assert bench.summary(report("in-sync", "drifted", "in-sync", exit_code=2)) == {
+        "resources": 3, "states": {"in-sync": 2, "drifted": 1}, "exit_code": 2}
+
+
+@pytest.mark.parametrize(("push", "pull", "says"), [
+    ({"rc": 0, "resources": 3, "states": {"in-sync": 3}}, {"rc": 2, "resources": 3, "states": {"in-sync": 2, "drifted": 1}},
+     "pull: exit 2"),
+    ({"rc": 0, "resources": 3, "states": {"in-sync": 2, "could-not-verify": 1}},
+     {"rc": 0, "resources": 3, "states": {"in-sync": 3}}, "push: exit 0, states"),
+    ({"rc": 0, "resources": 3, "states": {"in-sync": 3}}, {"rc": 0, "resources": 2, "states": {"in-sync": 2}},
+     "push read 3 resources, pull 2"),
+    ({"rc": 0, "resources": 0, "states": {}}, {"rc": 0, "resources": 0, "states": {}}, "push: exit 0, states {}"),
+])
+def test_both_must_find_the_converged_node_in_sync_and_read_as_much(push, pull, says):
+    with pytest.raises(bench.NotANoOp, match=says.replace("(", r"\(")):
+        bench.check_same(push, pull, "pull")
+
+
+def test_the_same_reading_in_sync_passes():
+    row = {"rc": 0, "resources": 3, "states": {"in-sync": 3}}
+    bench.check_same(row, dict(row), "pull")
+
+
+def test_the_table_takes_the_median_rounds_and_the_ratio():
+    push = [{"wall": w, "busy_cpu": c, "controller_cpu": k, "resources": 107}
+            for w, c, k in ((20.0, 30.0, 12.0), (22.0, 33.0, 13.0), (21.0, 31.0, 12.5))]
+    pull = [{"wall": w, "busy_cpu": c} for w, c in ((40.0, 36.0), (42.0, 39.0), (41.0, 37.0))]
+    results = {"rounds": 3, "when": "2026-12-06 08:00 UTC", "cpus": 2, "push": push, "pull": pull,
+               "pull_setup": {"wall": 60.0, "cpu": 9.0}, "first_converge": {"wall": 200.0}}
+    text = bench.markdown(results)
+    assert "| push | 21.0 | 31.0 | 12.5 |" in text
+    assert "| pull | 41.0 | 37.0 | 0 |" in text
+    assert "| ratio | 1.95 | 1.19 | |" in text
+    assert "the same 107 resources" in text
+
+
+def test_fewer_than_one_round_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--rounds", "0"])
+    assert "--rounds must be at least 1" in capsys.readouterr().err

@@ -144,10 +144,13 @@ def busy(run) -> dict:
 
 
 def summary(report: dict) -> dict:
+    """Resources, their states and the exit bitmask of a report: the
+    command's (its summary) or a node's (the callback's, at the top)."""
     states: dict[str, int] = {}
     for record in report["records"]:
         states[record["state"]] = states.get(record["state"], 0) + 1
-    return {"resources": len(report["records"]), "states": states, "exit_code": report["summary"]["exit_code"]}
+    exit_code = report["summary"]["exit_code"] if "summary" in report else report["exit_code"]
+    return {"resources": len(report["records"]), "states": states, "exit_code": exit_code}
 
 
 def push(work: Path, n: int) -> dict:

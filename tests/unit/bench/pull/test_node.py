@@ -39,6 +39,11 @@ def test_a_report_is_summed_up_by_state():
         "resources": 3, "states": {"in-sync": 2, "drifted": 1}, "exit_code": 2}
 
 
+def test_a_nodes_report_has_its_exit_code_at_the_top():
+    node = {"records": [{"state": "could-not-verify"}], "exit_code": 16}
+    assert bench.summary(node) == {"resources": 1, "states": {"could-not-verify": 1}, "exit_code": 16}
+
+
 @pytest.mark.parametrize(("push", "pull", "says"), [
     ({"rc": 0, "resources": 3, "states": {"in-sync": 3}}, {"rc": 2, "resources": 3, "states": {"in-sync": 2, "drifted": 1}},
      "pull: exit 2"),

@@ -52,6 +52,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 NODE = _nodes.node(1)
 REPOSITORY = "/srv/gpufleet-pull.git"
+CHECKOUT = "/var/lib/gpufleet/pull/checkout"  # pull_directory's default
 REPORT = "/var/lib/gpufleet/pull/drift.json"
 TEXTFILE = "/var/lib/prometheus/node-exporter/gpufleet_pull.prom"
 PREFIX = "gpufleet/drift"
@@ -122,7 +123,8 @@ def set_up_pull(work: Path) -> dict:
     """Pull mode on the node through playbooks/pull.yml; its figures."""
     trust_host_cas()
     bare = repository(work)
-    node_exec("rm", "-rf", REPOSITORY)
+    # The repository, and an earlier bench run's checkout of it, anew.
+    node_exec("rm", "-rf", REPOSITORY, CHECKOUT)
     subprocess.run(["podman", "cp", str(bare), f"{NODE.name}:{REPOSITORY}"], check=True)
     extra = work / "pull-vars.json"
     extra.write_text(json.dumps(pull_vars(bare)))
@@ -257,7 +259,7 @@ def markdown(results: dict) -> str:
         f"| ratio | {median(pull_rows, 'wall') / median(push_rows, 'wall'):.2f} | "
         f"{median(pull_rows, 'busy_cpu') / median(push_rows, 'busy_cpu'):.2f} | |",
         "",
-        f"Setting up pull mode on the node (playbooks/pull.yml: git, a virtual environment with ansible-core",
+        "Setting up pull mode on the node (playbooks/pull.yml: git, a virtual environment with ansible-core",
         f"and boto3, the script and the timer): {results['pull_setup']['wall']:.1f} s wall,",
         f"{results['pull_setup']['cpu']:.1f} s of controller CPU. The first converge:",
         f"{results['first_converge']['wall']:.1f} s wall.",

@@ -27,8 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import tempfile
@@ -56,16 +58,36 @@ LAST_UPLOAD = "gpufleet_pull_report_last_upload_timestamp_seconds"
 STATES = ("in-sync", "drifted", "failed", "unreachable", "could-not-verify")
 
 
+def checkout_hosts() -> set[str]:
+    """The names ansible-pull runs its checkout on (its own limit, from
+    this machine's names): localhost, 127.0.0.1, the node name and FQDN,
+    and their first labels."""
+    node, fqdn = platform.node(), socket.getfqdn()
+    return {"localhost", "127.0.0.1", node, fqdn, node.split(".")[0], fqdn.split(".")[0]} - {""}
+
+
+def inventory(cfg: dict) -> tuple[str, str]:
+    """ansible-pull's inventory and limit: as configured, or by default the
+    node under its own name (so the roles see the inventory_hostname a push
+    run gives them), with localhost beside it for ansible-pull's checkout
+    unless the node's name is already one the checkout runs on (both in
+    the inventory, the checkout would run twice at once in one directory)."""
+    node = cfg.get("node") or "localhost"
+    default = f"{node}," if node in checkout_hosts() else f"localhost,{node},"
+    return cfg.get("inventory") or default, cfg.get("limit") or node
+
+
 def command(cfg: dict, vars_file: str | None = None) -> list[str]:
     """ansible-pull's argument vector for the configuration; the extra
     variables are read from `vars_file` (unsafe_yaml of them)."""
+    hosts, limit = inventory(cfg)
     argv = [
         os.path.join(cfg["venv"], "bin", "ansible-pull"),
         "--url", cfg["url"],
         "--checkout", cfg["branch"],
         "--directory", cfg["directory"],
-        "--inventory", cfg["inventory"],
-        "--limit", cfg["limit"],
+        "--inventory", hosts,
+        "--limit", limit,
     ]
     if cfg.get("check"):
         argv += ["--check", "--diff"]

@@ -132,6 +132,34 @@ def test_ansible_pull_gets_the_url_branch_inventory_limit_and_playbook(node):
         assert flag not in argv
 
 
+def test_by_default_the_run_sees_the_node_under_its_name_with_localhost_for_the_checkout(node, monkeypatch):
+    # Not one of the machine's names: localhost beside it, where
+    # ansible-pull checks the repository out; the run limited to the node.
+    monkeypatch.setattr(pull.platform, "node", lambda: "ip-10-0-3-7.ec2.internal")
+    monkeypatch.setattr(pull.socket, "getfqdn", lambda: "ip-10-0-3-7.ec2.internal")
+    argv = node(RECAP_OK, inventory="", limit="")[2]["argv"]
+    assert argv[argv.index("--inventory") + 1] == "localhost,gpu-node-7,"
+    assert argv[argv.index("--limit") + 1] == "gpu-node-7"
+
+
+@pytest.mark.parametrize("names", [("gpu-node-7", "gpu-node-7.example.internal"), ("gpu-node-7.lan", "localhost"),
+                                   ("other", "gpu-node-7")])
+def test_a_node_named_as_the_machine_is_alone_in_the_inventory(node, monkeypatch, names):
+    # The checkout runs on the machine's own names too: with localhost
+    # beside the node, it would run twice at once in one directory.
+    monkeypatch.setattr(pull.platform, "node", lambda: names[0])
+    monkeypatch.setattr(pull.socket, "getfqdn", lambda: names[1])
+    argv = node(RECAP_OK, inventory="", limit="")[2]["argv"]
+    assert argv[argv.index("--inventory") + 1] == "gpu-node-7,"
+    assert argv[argv.index("--limit") + 1] == "gpu-node-7"
+
+
+def test_without_a_node_name_the_run_is_localhost(monkeypatch):
+    monkeypatch.setattr(pull.platform, "node", lambda: "box")
+    monkeypatch.setattr(pull.socket, "getfqdn", lambda: "box")
+    assert pull.inventory({"inventory": "", "limit": "", "node": ""}) == ("localhost,", "localhost")
+
+
 def test_check_mode_reports_drift_as_changed(node):
     rc, text, seen = node(RECAP_OK, check=True, extra_vars={"gpufleet_provider": "aws"},
                           accept_host_key=True, private_key_file="/root/.ssh/deploy")

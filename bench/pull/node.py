@@ -1,8 +1,8 @@
 """One node's pull-mode check run against the push scan of the same node:
 ``make bench-pull-node`` (python -m bench.pull.node).
 
-The lab at one node (``gpufleet lab up -n 1``), converged from here by
-site.yml (push). Then pull mode is set up on it as a fleet would
+A fresh lab of one node (``gpufleet lab down``, then ``gpufleet lab up
+-n 1``), converged from here by site.yml (push). Then pull mode is set up on it as a fleet would
 (playbooks/pull.yml through the lab inventory):
 
 - the repository is this checkout's HEAD, with the pinned collections
@@ -220,7 +220,10 @@ def bench(rounds: int) -> dict:
     CACHE.mkdir(parents=True, exist_ok=True)  # the converge's log (bench.fleet's)
     with tempfile.TemporaryDirectory(prefix="gpufleet-bench-pull-node-") as tmp:
         work = Path(tmp)
-        print("== lab up -n 1, converge (push)", flush=True)
+        print("== lab down, lab up -n 1, converge (push)", flush=True)
+        # A fresh node, so the first converge and pull mode's setup are
+        # what a new node costs.
+        subprocess.run([str(BIN / "gpufleet"), "lab", "down"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
         lab_up(1)
         first = converge(configs(work)["gpufleet"], work, "pull-node-converge", 1, require_noop=False)
         print("== pull mode on the node (playbooks/pull.yml)", flush=True)

@@ -17,7 +17,8 @@ VENV = "/opt/gpufleet/pull"
 PROM = "/var/lib/prometheus/node-exporter/gpufleet_pull.prom"
 # The node's inventory name (pull_node_name's default), the report's path,
 # and molecule.yml's S3 server on the host.
-NODE = "pull-debian12"
+# pull_node_name (molecule.yml), not the host name pull-debian12.
+NODE = "pull-node-7"
 REPORT = "/var/lib/gpufleet/pull/drift.json"
 S3_PORT = 39152
 # The test playbook: a directory, a file and a command that always changes.

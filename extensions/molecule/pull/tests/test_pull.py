@@ -15,9 +15,9 @@ from conftest import assert_dropin_moved_aside, assert_file, assert_package
 
 VENV = "/opt/gpufleet/pull"
 PROM = "/var/lib/prometheus/node-exporter/gpufleet_pull.prom"
-# The node's inventory name (pull_node_name's default), the report's path,
-# and molecule.yml's S3 server on the host.
-# pull_node_name (molecule.yml), not the host name pull-debian12.
+# The node's name in its runs (molecule.yml's pull_node_name, not its host
+# name pull-debian12), the report's path, and molecule.yml's S3 server on
+# the host.
 NODE = "pull-node-7"
 REPORT = "/var/lib/gpufleet/pull/drift.json"
 S3_PORT = 39152

@@ -35,6 +35,7 @@ node-results.json. Nothing is asserted about time.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -152,7 +153,10 @@ def summary(report: dict) -> dict:
     for record in report["records"]:
         states[record["state"]] = states.get(record["state"], 0) + 1
     exit_code = report["summary"]["exit_code"] if "summary" in report else report["exit_code"]
-    return {"resources": len(report["records"]), "states": states, "exit_code": exit_code}
+    # Which resources were read, so two reports can be held to the same set.
+    names = "\n".join(sorted(record["resource"] for record in report["records"]))
+    return {"resources": len(report["records"]), "states": states, "exit_code": exit_code,
+            "resources_sha256": hashlib.sha256(names.encode()).hexdigest()}
 
 
 def push(work: Path, n: int) -> dict:
@@ -170,6 +174,8 @@ def push(work: Path, n: int) -> dict:
 
 def pull(n: int) -> dict:
     def run():
+        # No report from an earlier round can stand in for this one's.
+        node_exec("rm", "-f", REPORT)
         result = node_exec("systemctl", "start", "gpufleet-pull.service", check=False)
         report = node_exec("cat", REPORT, check=False)
         if report.returncode != 0:
@@ -214,6 +220,8 @@ def check_same(push_row: dict, pull_row: dict, what: str) -> None:
             raise NotANoOp(f"{name}: exit {row['rc']}, states {row['states']} on the converged node")
     if push_row["resources"] != pull_row["resources"]:
         raise NotANoOp(f"push read {push_row['resources']} resources, {what} {pull_row['resources']}")
+    if push_row["resources_sha256"] != pull_row["resources_sha256"]:
+        raise NotANoOp(f"push and {what} read as many resources, but not the same ones")
 
 
 def bench(rounds: int) -> dict:

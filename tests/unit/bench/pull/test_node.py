@@ -31,17 +31,27 @@ def test_the_site_settings_are_the_group_variables_less_connection_and_gpufleet(
 
 
 def report(*states, exit_code=0):
-    return {"records": [{"state": s} for s in states], "summary": {"exit_code": exit_code}}
+    return {"records": [{"state": s, "resource": f"r{i}"} for i, s in enumerate(states)],
+            "summary": {"exit_code": exit_code}}
 
 
 def test_a_report_is_summed_up_by_state():
-    assert bench.summary(report("in-sync", "drifted", "in-sync", exit_code=2)) == {
+    summed = bench.summary(report("in-sync", "drifted", "in-sync", exit_code=2))
+    assert {k: v for k, v in summed.items() if k != "resources_sha256"} == {
         "resources": 3, "states": {"in-sync": 2, "drifted": 1}, "exit_code": 2}
 
 
 def test_a_nodes_report_has_its_exit_code_at_the_top():
-    node = {"records": [{"state": "could-not-verify"}], "exit_code": 16}
-    assert bench.summary(node) == {"resources": 1, "states": {"could-not-verify": 1}, "exit_code": 16}
+    node = {"records": [{"state": "could-not-verify", "resource": "r0"}], "exit_code": 16}
+    assert bench.summary(node)["exit_code"] == 16
+
+
+def test_the_same_resources_in_another_order_are_the_same_set():
+    one = report("in-sync", "in-sync")
+    other = dict(one, records=list(reversed(one["records"])))
+    assert bench.summary(one)["resources_sha256"] == bench.summary(other)["resources_sha256"]
+    renamed = dict(one, records=[one["records"][0], {"state": "in-sync", "resource": "r9"}])
+    assert bench.summary(one)["resources_sha256"] != bench.summary(renamed)["resources_sha256"]
 
 
 @pytest.mark.parametrize(("push", "pull", "says"), [
@@ -59,8 +69,14 @@ def test_both_must_find_the_converged_node_in_sync_and_read_as_much(push, pull, 
 
 
 def test_the_same_reading_in_sync_passes():
-    row = {"rc": 0, "resources": 3, "states": {"in-sync": 3}}
+    row = {"rc": 0, "resources": 3, "states": {"in-sync": 3}, "resources_sha256": "a"}
     bench.check_same(row, dict(row), "pull")
+
+
+def test_as_many_resources_but_not_the_same_ones_is_said():
+    row = {"rc": 0, "resources": 3, "states": {"in-sync": 3}, "resources_sha256": "a"}
+    with pytest.raises(bench.NotANoOp, match="read as many resources, but not the same ones"):
+        bench.check_same(row, dict(row, resources_sha256="b"), "pull")
 
 
 def test_the_table_takes_the_median_rounds_and_the_ratio():

@@ -9,7 +9,7 @@ SHELL := /bin/bash
 # The venvs' interpreter: Debian's own Python, built with PGO and LTO. The
 # machine's first python3 on PATH may be a plain source build (pyenv's,
 # without --enable-optimizations), on which the Ansible controller, most of
-# the tests' CPU, costs about a fifth more (docs/performance.md,
+# the tests' CPU, costs 1.1 to 1.3 times as much (docs/performance.md,
 # "The controller's Python").
 PYTHON ?= /usr/bin/python3
 VENV := .venv

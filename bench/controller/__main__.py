@@ -17,7 +17,7 @@ The same run, ROLES in check mode on one fresh Debian 12 podman node
 through Mitogen (as the Molecule scenarios' check pass), alternates
 between the two ROUNDS times. Each run is timed from the outside: wall,
 the CPU-seconds of ansible-playbook and everything it started on this
-machine (getrusage of the children), and the machine's busy CPU-seconds
+machine (wait4 of its process tree), and the machine's busy CPU-seconds
 (/proc/stat: run it on a quiet machine). The ratio is taken within this
 one run. Figures go to bench/controller/results.md. Nothing is asserted
 about time.
@@ -28,16 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench.interpreter.__main__ import busy_jiffies
+from bench.fleet.__main__ import measure
+from bench.interpreter.__main__ import with_busy_cpu
 from tests.support.nodes import PODMAN_CONNECTION, PODMAN_ENV, ROOT, ansible_env, booted_node, recap, roles_play
 
 ROLES = ["gpufleet.cloud.baseline", "gpufleet.cloud.security", "gpufleet.cloud.monitoring",
@@ -80,22 +79,17 @@ def version(bin_dir: Path) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def run(bin_dir: Path, play: Path) -> tuple[float, float, float]:
+def run(bin_dir: Path, play: Path, log: Path) -> tuple[float, float, float]:
     """One check-mode run of the play on the node: wall seconds, the
-    run's own CPU-seconds on this machine, the machine's busy CPU-seconds."""
+    run's own CPU-seconds on this machine (wait4 of its process tree), the
+    machine's busy CPU-seconds."""
     env = {**ansible_env(), **PODMAN_ENV, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    busy, start = busy_jiffies(), time.monotonic()
-    result = subprocess.run([str(bin_dir / "ansible-playbook"), "--check", "-i", f"{NODE},", "-c", PODMAN_CONNECTION,
-                             "-e", json.dumps(VARIABLES), str(play)],
-                            cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    wall = time.monotonic() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (busy_jiffies() - busy) / os.sysconf("SC_CLK_TCK")
-    own = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    if result.returncode != 0 or NODE not in recap(result.stdout):
-        sys.exit(f"bench-controller: the run with {bin_dir} failed (exit {result.returncode}):\n{result.stdout[-3000:]}")
-    return wall, own, cpu
+    argv = [str(bin_dir / "ansible-playbook"), "--check", "-i", f"{NODE},", "-c", PODMAN_CONNECTION,
+            "-e", json.dumps(VARIABLES), str(play)]
+    figures = with_busy_cpu(lambda: measure(argv, env, log))
+    if figures["rc"] != 0 or NODE not in recap(log.read_text()):
+        sys.exit(f"bench-controller: the run with {bin_dir} failed (exit {figures['rc']}):\n{log.read_text()[-3000:]}")
+    return figures["wall"], figures["cpu"], figures["busy_cpu"]
 
 
 def main(argv: list[str]) -> int:
@@ -117,7 +111,7 @@ def main(argv: list[str]) -> int:
         with booted_node(NODE, "localhost/gpufleet-debian:12"):
             for _round in range(args.rounds):
                 for alt, bin_dir in bins.items():
-                    figures[alt].append(run(bin_dir, play))
+                    figures[alt].append(run(bin_dir, play, Path(tmp) / f"{alt}.log"))
     text = table(figures, versions, args.rounds)
     args.out.write_text(text + "\n")
     print(text)

@@ -54,6 +54,16 @@ def busy_jiffies() -> int:
     return user + nice + system + irq + softirq + steal
 
 
+def with_busy_cpu(run) -> dict:
+    """run() timed from the outside: its figures (a dict) with ``wall`` and
+    ``busy_cpu`` (the machine's busy CPU-seconds meanwhile) added."""
+    before, start = busy_jiffies(), time.monotonic()
+    figures = run()
+    figures["wall"] = round(time.monotonic() - start, 2)
+    figures["busy_cpu"] = round((busy_jiffies() - before) / os.sysconf("SC_CLK_TCK"), 2)
+    return figures
+
+
 def counting_podman(where: Path) -> tuple[str, Path]:
     """A directory for the front of PATH whose `podman` logs each call to
     a file and then runs the real one: podman's own exec events leave out
@@ -78,14 +88,13 @@ def execs(log: Path) -> int:
 def run(node: str, play: Path, env: dict[str, str], log: Path) -> tuple[float, float, int]:
     """One run of the play on `node`: wall seconds, busy CPU-seconds, execs."""
     execs(log)
-    busy, start = busy_jiffies(), time.monotonic()
-    result = subprocess.run([shutil.which("ansible-playbook"), "-i", f"{node},", "-c", PODMAN_CONNECTION, str(play)],
-                            cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    wall = time.monotonic() - start
-    cpu = (busy_jiffies() - busy) / os.sysconf("SC_CLK_TCK")
+    argv = [shutil.which("ansible-playbook"), "-i", f"{node},", "-c", PODMAN_CONNECTION, str(play)]
+    figures = with_busy_cpu(lambda: {"result": subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                                                              check=False)})
+    result = figures["result"]
     if result.returncode != 0:
         sys.exit(f"bench-interpreter: the run on {node} failed (exit {result.returncode}):\n{result.stdout[-3000:]}")
-    return wall, cpu, execs(log)
+    return figures["wall"], figures["busy_cpu"], execs(log)
 
 
 def main(argv: list[str]) -> int:

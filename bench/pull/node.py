@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 from bench.fleet.__main__ import BIN, CACHE, INVENTORY, NotANoOp, configs, converge, lab_up, measure, run_env
-from bench.interpreter.__main__ import busy_jiffies
+from bench.interpreter.__main__ import with_busy_cpu
 from gpufleet.lab import _nodes, _object_store
 
 HERE = Path(__file__).resolve().parent
@@ -96,13 +96,13 @@ def node_exec(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
-def pull_vars(bare: Path) -> dict:
+def pull_vars(bare: Path, site: dict) -> dict:
     return {
         "pull_repo_url": f"file://{REPOSITORY}",
         "pull_branch": branch(bare),
         "pull_ansible_package": "ansible-core",
         "pull_check_mode_enabled": True,
-        "pull_site_extra_vars": site_vars(NODE.hostname),
+        "pull_site_extra_vars": site,
         # Only the measured runs: the timer's first run a day away.
         "pull_first_run_delay_seconds": 86400,
         "pull_splay_seconds": 0,
@@ -120,7 +120,7 @@ def trust_host_cas() -> None:
     node_exec("sh", "-c", "printf '[global]\\ncert = /etc/ssl/certs/ca-certificates.crt\\n' > /etc/pip.conf")
 
 
-def set_up_pull(work: Path) -> dict:
+def set_up_pull(work: Path, config, site: dict) -> dict:
     """Pull mode on the node through playbooks/pull.yml; its figures."""
     trust_host_cas()
     bare = repository(work)
@@ -128,22 +128,13 @@ def set_up_pull(work: Path) -> dict:
     node_exec("rm", "-rf", REPOSITORY, CHECKOUT)
     subprocess.run(["podman", "cp", str(bare), f"{NODE.name}:{REPOSITORY}"], check=True)
     extra = work / "pull-vars.json"
-    extra.write_text(json.dumps(pull_vars(bare)))
+    extra.write_text(json.dumps(pull_vars(bare, site)))
     log = work / "pull-setup.log"
     result = measure([str(BIN / "ansible-playbook"), "playbooks/pull.yml", "-i", INVENTORY, "-e", f"@{extra}"],
-                     run_env(configs(work)["gpufleet"], Path(tempfile.mkdtemp(dir=work))), log)
+                     run_env(config, Path(tempfile.mkdtemp(dir=work))), log)
     if result["rc"] != 0:
         raise NotANoOp(f"playbooks/pull.yml exited {result['rc']}:\n{log.read_text()[-4000:]}")
     return result
-
-
-def busy(run) -> dict:
-    """run() timed with the machine's busy CPU; its figures with wall and busy_cpu added."""
-    before, start = busy_jiffies(), time.monotonic()
-    figures = run()
-    figures["wall"] = round(time.monotonic() - start, 2)
-    figures["busy_cpu"] = round((busy_jiffies() - before) / os.sysconf("SC_CLK_TCK"), 2)
-    return figures
 
 
 def summary(report: dict) -> dict:
@@ -159,17 +150,17 @@ def summary(report: dict) -> dict:
             "resources_sha256": hashlib.sha256(names.encode()).hexdigest()}
 
 
-def push(work: Path, n: int) -> dict:
+def push(work: Path, config, n: int) -> dict:
     def run():
         out = work / f"push-{n}"
         result = measure([str(BIN / "gpufleet"), "drift", "-i", INVENTORY, "--quiet",
                           "--output-dir", str(out), "--history", str(out / "history.jsonl")],
-                         run_env(configs(work)["gpufleet"], Path(tempfile.mkdtemp(dir=work))), work / f"push-{n}.log")
+                         run_env(config, Path(tempfile.mkdtemp(dir=work))), work / f"push-{n}.log")
         report = out / "report.json"
         if not report.exists():
             raise NotANoOp(f"the push scan wrote no report (exit {result['rc']}; see {work / f'push-{n}.log'})")
         return {"rc": result["rc"], "controller_cpu": result["cpu"], **summary(json.loads(report.read_text()))}
-    return busy(run)
+    return with_busy_cpu(run)
 
 
 def pull(n: int) -> dict:
@@ -183,13 +174,13 @@ def pull(n: int) -> dict:
             raise NotANoOp(f"pull run {n}: no report on the node (systemctl exited {result.returncode}):\n"
                            f"{journal.stdout}")
         return {"rc": result.returncode, **summary(json.loads(report.stdout))}
-    return busy(run)
+    return with_busy_cpu(run)
 
 
-def from_store(work: Path) -> dict:
-    """`gpufleet drift --from` over the lab's store: what the fleet sees."""
+def from_store(work: Path, site: dict) -> dict:
+    """`gpufleet drift --from` over the lab's store, with the backups'
+    bucket and credentials: what the fleet sees."""
     out = work / "from-store"
-    site = site_vars(NODE.hostname)
     env = {**os.environ, "AWS_ACCESS_KEY_ID": site["backup_s3_access_key_id"],
            "AWS_SECRET_ACCESS_KEY": site["backup_s3_secret_access_key"]}
     bucket = site["backup_repository_bucket"]
@@ -233,16 +224,19 @@ def bench(rounds: int) -> dict:
         # what a new node costs.
         subprocess.run([str(BIN / "gpufleet"), "lab", "down"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
         lab_up(1)
-        first = converge(configs(work)["gpufleet"], work, "pull-node-converge", 1, require_noop=False)
+        # gpufleet's own ansible.cfg (bench.fleet's "gpufleet" config).
+        config = configs(work)["gpufleet"]
+        first = converge(config, work, "pull-node-converge", 1, require_noop=False)
         print("== pull mode on the node (playbooks/pull.yml)", flush=True)
-        setup = set_up_pull(work)
+        site = site_vars(NODE.hostname)
+        setup = set_up_pull(work, config, site)
         rows = {"push": [], "pull": []}
         for n in range(rounds):
-            rows["push"].append(push(work, n))
+            rows["push"].append(push(work, config, n))
             rows["pull"].append(pull(n))
             check_same(rows["push"][-1], rows["pull"][-1], "pull")
             print(f"   round {n + 1}: push {rows['push'][-1]['wall']} s, pull {rows['pull'][-1]['wall']} s", flush=True)
-        store = from_store(work)
+        store = from_store(work, site)
         check_same(rows["push"][-1], store, "drift --from")
     return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "rounds": rounds,
             "first_converge": first, "pull_setup": setup, "push": rows["push"], "pull": rows["pull"],

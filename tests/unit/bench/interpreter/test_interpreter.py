@@ -32,3 +32,10 @@ def test_every_exec_call_counts_and_the_log_starts_again(tmp_path, monkeypatch):
         assert subprocess.run([f"{wrappers}/podman", *argv], check=False).returncode == 0
     assert bench.execs(log) == 2
     assert bench.execs(log) == 0
+
+
+def test_a_run_gets_its_wall_and_the_machines_busy_cpu_added(monkeypatch):
+    jiffies = iter([1000, 1000 + 3 * bench.os.sysconf("SC_CLK_TCK")])
+    monkeypatch.setattr(bench, "busy_jiffies", lambda: next(jiffies))
+    figures = bench.with_busy_cpu(lambda: {"rc": 0})
+    assert figures["rc"] == 0 and figures["busy_cpu"] == 3.0 and figures["wall"] >= 0

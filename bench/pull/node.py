@@ -5,9 +5,9 @@ A fresh lab of one node (``gpufleet lab down``, then ``gpufleet lab up
 -n 1``), converged from here by site.yml (push). Then pull mode is set up on it as a fleet would
 (playbooks/pull.yml through the lab inventory):
 
-- the repository is this checkout's HEAD, with the pinned collections
-  (.collections) committed into the copy, as a bare repository on the node
-  (file:///srv/gpufleet-pull.git): the node cannot reach Galaxy;
+- the repository is this checkout's files as they are, with the pinned
+  collections (.collections) committed into the copy, as a bare repository
+  on the node (tests/support/pull.py): the node cannot reach Galaxy;
 - ansible-core in the node's virtual environment (the ansible package
   would bring the same collections, in 54 MB);
 - check mode, the lab's group variables as ``pull_site_extra_vars`` (a
@@ -19,7 +19,12 @@ Then, ROUNDS times, one after the other on the same converged node:
 
 - ``push``: ``gpufleet drift -i inventories/lab`` from this machine;
 - ``pull``: the node's own run, ``systemctl start gpufleet-pull.service``
-  (a oneshot: it returns when the run has ended).
+  (a oneshot: it returns when the run has ended), through Mitogen (the
+  role puts it in the run's virtual environment, and the repository's
+  ansible.cfg names the strategy gpufleet.cloud.mitogen_linear);
+- ``pull, no Mitogen``: the same run with Ansible's own linear strategy
+  (ANSIBLE_STRATEGY from a runtime drop-in of the unit), as pull mode ran
+  before Mitogen was in its environment.
 
 Each is timed from the outside: wall, and the machine's busy CPU-seconds
 (/proc/stat: the node's processes are this machine's, so both ways count
@@ -48,45 +53,11 @@ from pathlib import Path
 from bench.fleet.__main__ import BIN, CACHE, INVENTORY, NotANoOp, configs, converge, lab_up, measure, run_env
 from bench.interpreter.__main__ import with_busy_cpu
 from gpufleet.lab import _nodes, _object_store
+from tests.support import pull as pull_mode
+from tests.support.nodes import ROOT
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 NODE = _nodes.node(1)
-REPOSITORY = "/srv/gpufleet-pull.git"
-CHECKOUT = "/var/lib/gpufleet/pull/checkout"  # pull_directory's default
-REPORT = "/var/lib/gpufleet/pull/drift.json"
-TEXTFILE = "/var/lib/prometheus/node-exporter/gpufleet_pull.prom"
-PREFIX = "gpufleet/drift"
-# Host variables of the lab's inventory that the pull run is not handed as
-# the site's settings: how this machine reaches the node (ansible_*), and
-# gpufleet_*, which playbooks/pull.yml hands it itself (the
-# gpufleet.cloud.node_vars filter), or which are the lab's own paths.
-NOT_SITE = ("ansible_", "gpufleet_")
-
-
-def site_vars(host: str) -> dict:
-    """The lab inventory's variables for `host` that the node's pull run
-    cannot see (a pull run has no inventory): its group variables."""
-    out = subprocess.run([str(BIN / "ansible-inventory"), "-i", INVENTORY, "--host", host], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
-    return {k: v for k, v in json.loads(out).items() if not k.startswith(NOT_SITE)}
-
-
-def repository(work: Path) -> Path:
-    """A bare repository of HEAD with the pinned collections committed."""
-    src, bare = work / "src", work / "gpufleet-pull.git"
-    git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@gpufleet.invalid"]
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(src)], check=True)
-    subprocess.run(["cp", "-a", str(ROOT / ".collections"), str(src / ".collections")], check=True)
-    subprocess.run([*git, "-C", str(src), "add", "--force", ".collections"], check=True)
-    subprocess.run([*git, "-C", str(src), "commit", "--quiet", "-m", "the pinned collections"], check=True)
-    subprocess.run(["git", "clone", "--quiet", "--bare", str(src), str(bare)], check=True)
-    return bare
-
-
-def branch(bare: Path) -> str:
-    return subprocess.run(["git", "-C", str(bare), "symbolic-ref", "--short", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
 
 
 def node_exec(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -96,39 +67,12 @@ def node_exec(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
-def pull_vars(bare: Path, site: dict) -> dict:
-    return {
-        "pull_repo_url": f"file://{REPOSITORY}",
-        "pull_branch": branch(bare),
-        "pull_ansible_package": "ansible-core",
-        "pull_check_mode_enabled": True,
-        "pull_site_extra_vars": site,
-        # Only the measured runs: the timer's first run a day away.
-        "pull_first_run_delay_seconds": 86400,
-        "pull_splay_seconds": 0,
-    }
-
-
-def trust_host_cas() -> None:
-    """The node installs ansible-core from PyPI through this machine's
-    egress, which may present its own CA: the node trusts what this
-    machine trusts, and pip reads the system bundle (as the Molecule pull
-    scenario's prepare does)."""
-    for cert in sorted(Path("/usr/local/share/ca-certificates").glob("*.crt")):
-        subprocess.run(["podman", "cp", str(cert), f"{NODE.name}:/usr/local/share/ca-certificates/"], check=True)
-    node_exec("update-ca-certificates")
-    node_exec("sh", "-c", "printf '[global]\\ncert = /etc/ssl/certs/ca-certificates.crt\\n' > /etc/pip.conf")
-
-
 def set_up_pull(work: Path, config, site: dict) -> dict:
     """Pull mode on the node through playbooks/pull.yml; its figures."""
-    trust_host_cas()
-    bare = repository(work)
-    # The repository, and an earlier bench run's checkout of it, anew.
-    node_exec("rm", "-rf", REPOSITORY, CHECKOUT)
-    subprocess.run(["podman", "cp", str(bare), f"{NODE.name}:{REPOSITORY}"], check=True)
+    pull_mode.trust_host_cas(NODE.name)
+    pull_mode.install_repository(NODE.name, pull_mode.repository(work))
     extra = work / "pull-vars.json"
-    extra.write_text(json.dumps(pull_vars(bare, site)))
+    extra.write_text(json.dumps(pull_mode.pull_vars(site)))
     log = work / "pull-setup.log"
     result = measure([str(BIN / "ansible-playbook"), "playbooks/pull.yml", "-i", INVENTORY, "-e", f"@{extra}"],
                      run_env(config, Path(tempfile.mkdtemp(dir=work))), log)
@@ -163,12 +107,25 @@ def push(work: Path, config, n: int) -> dict:
     return with_busy_cpu(run)
 
 
-def pull(n: int) -> dict:
+LINEAR_DROPIN = "/run/systemd/system/gpufleet-pull.service.d/bench-linear.conf"
+
+
+def use_mitogen(mitogen: bool) -> None:
+    """The unit as the role made it, or with Ansible's linear strategy."""
+    dropin = "" if mitogen else "[Service]\nEnvironment=ANSIBLE_STRATEGY=ansible.builtin.linear\n"
+    node_exec("sh", "-c", f"mkdir -p {os.path.dirname(LINEAR_DROPIN)} && rm -f {LINEAR_DROPIN}"
+              + (f" && printf '{dropin}' > {LINEAR_DROPIN}" if dropin else "") + " && systemctl daemon-reload")
+
+
+def pull(n: int, mitogen: bool = True) -> dict:
+    """One pull run of round `n`; without Mitogen, Ansible's linear strategy."""
+    use_mitogen(mitogen)
+
     def run():
         # No report from an earlier round can stand in for this one's.
-        node_exec("rm", "-f", REPORT)
+        node_exec("rm", "-f", pull_mode.REPORT)
         result = node_exec("systemctl", "start", "gpufleet-pull.service", check=False)
-        report = node_exec("cat", REPORT, check=False)
+        report = node_exec("cat", pull_mode.REPORT, check=False)
         if report.returncode != 0:
             journal = node_exec("journalctl", "-u", "gpufleet-pull.service", "-n", "60", "--no-pager", check=False)
             raise NotANoOp(f"pull run {n}: no report on the node (systemctl exited {result.returncode}):\n"
@@ -184,7 +141,7 @@ def from_store(work: Path, site: dict) -> dict:
     env = {**os.environ, "AWS_ACCESS_KEY_ID": site["backup_s3_access_key_id"],
            "AWS_SECRET_ACCESS_KEY": site["backup_s3_secret_access_key"]}
     bucket = site["backup_repository_bucket"]
-    result = subprocess.run([str(BIN / "gpufleet"), "drift", "-i", INVENTORY, "--from", f"s3://{bucket}/{PREFIX}",
+    result = subprocess.run([str(BIN / "gpufleet"), "drift", "-i", INVENTORY, "--from", f"s3://{bucket}/{pull_mode.PREFIX}",
                              "--endpoint", f"http://{gateway()}:{_object_store.PORT}", "--region", "us-east-1",
                              "--quiet", "--output-dir", str(out), "--history", str(out / "history.jsonl")],
                             cwd=ROOT, env=env, capture_output=True, text=True, check=False)
@@ -228,23 +185,32 @@ def bench(rounds: int) -> dict:
         config = configs(work)["gpufleet"]
         first = converge(config, work, "pull-node-converge", 1, require_noop=False)
         print("== pull mode on the node (playbooks/pull.yml)", flush=True)
-        site = site_vars(NODE.hostname)
+        site = pull_mode.site_vars(NODE.hostname)
         setup = set_up_pull(work, config, site)
-        rows = {"push": [], "pull": []}
+        rows = {"push": [], "pull": [], "pull_linear": []}
         for n in range(rounds):
             rows["push"].append(push(work, config, n))
             rows["pull"].append(pull(n))
             check_same(rows["push"][-1], rows["pull"][-1], "pull")
-            print(f"   round {n + 1}: push {rows['push'][-1]['wall']} s, pull {rows['pull'][-1]['wall']} s", flush=True)
+            rows["pull_linear"].append(pull(n, mitogen=False))
+            check_same(rows["push"][-1], rows["pull_linear"][-1], "pull without Mitogen")
+            print(f"   round {n + 1}: push {rows['push'][-1]['wall']} s, pull {rows['pull'][-1]['wall']} s, "
+                  f"without Mitogen {rows['pull_linear'][-1]['wall']} s", flush=True)
+        use_mitogen(True)
         store = from_store(work, site)
         check_same(rows["push"][-1], store, "drift --from")
     return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "rounds": rounds,
             "first_converge": first, "pull_setup": setup, "push": rows["push"], "pull": rows["pull"],
+            "pull_linear": rows["pull_linear"],
             "from_store": store}
 
 
+def ratio(rows: list[dict], against: list[dict], key: str) -> str:
+    return f"{median(rows, key) / median(against, key):.2f}"
+
+
 def markdown(results: dict) -> str:
-    push_rows, pull_rows = results["push"], results["pull"]
+    push_rows, pull_rows, linear_rows = results["push"], results["pull"], results["pull_linear"]
     resources = push_rows[0]["resources"]
     lines = [
         "# One node's pull-mode check run against the push scan",
@@ -253,19 +219,23 @@ def markdown(results: dict) -> str:
         "lab at one node, converged by site.yml; then, on that node, the push scan (`gpufleet drift -i",
         "inventories/lab`) and the node's own check-mode pull run (`systemctl start gpufleet-pull.service`),",
         f"one after the other, each round. Both read the same {resources} resources, all in sync; the",
-        "store's merge (`gpufleet drift --from`) found the same. The median of the rounds, in seconds:",
-        "wall, and the machine's busy CPU (the node's processes included). Ratio: pull / push.",
+        "store's merge (`gpufleet drift --from`) found the same. The pull run goes through Mitogen, as",
+        "the role sets it up, and once more with Ansible's linear strategy (no Mitogen), as pull mode ran",
+        "before. The median of the rounds, in seconds: wall, and the machine's busy CPU (the node's",
+        "processes included).",
         "",
         "| | wall | busy CPU | controller CPU |",
         "|---|---:|---:|---:|",
         f"| push | {median(push_rows, 'wall'):.1f} | {median(push_rows, 'busy_cpu'):.1f} | "
         f"{median(push_rows, 'controller_cpu'):.1f} |",
         f"| pull | {median(pull_rows, 'wall'):.1f} | {median(pull_rows, 'busy_cpu'):.1f} | 0 |",
-        f"| ratio | {median(pull_rows, 'wall') / median(push_rows, 'wall'):.2f} | "
-        f"{median(pull_rows, 'busy_cpu') / median(push_rows, 'busy_cpu'):.2f} | |",
+        f"| pull, no Mitogen | {median(linear_rows, 'wall'):.1f} | {median(linear_rows, 'busy_cpu'):.1f} | 0 |",
+        f"| pull / push | {ratio(pull_rows, push_rows, 'wall')} | {ratio(pull_rows, push_rows, 'busy_cpu')} | |",
+        f"| no Mitogen / Mitogen | {ratio(linear_rows, pull_rows, 'wall')} | "
+        f"{ratio(linear_rows, pull_rows, 'busy_cpu')} | |",
         "",
-        "Setting up pull mode on the node (playbooks/pull.yml: git, a virtual environment with ansible-core",
-        f"and boto3, the script and the timer): {results['pull_setup']['wall']:.1f} s wall,",
+        "Setting up pull mode on the node (playbooks/pull.yml: git, a virtual environment with ansible-core,",
+        f"Mitogen and boto3, the script and the timer): {results['pull_setup']['wall']:.1f} s wall,",
         f"{results['pull_setup']['cpu']:.1f} s of controller CPU. The first converge:",
         f"{results['first_converge']['wall']:.1f} s wall.",
     ]

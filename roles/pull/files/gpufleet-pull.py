@@ -122,11 +122,18 @@ def unsafe_yaml(value) -> str:
 def environment(cfg: dict, base: dict[str, str]) -> dict[str, str]:
     """The run's environment: the recap in the default callback's format,
     without colour, whatever the repository's ansible.cfg says; in check
-    mode, the drift callback writing the node's report under its name."""
+    mode, the drift callback writing the node's report under its name.
+
+    The venv is not on PATH: ansible-pull finds ansible-playbook beside
+    itself, and the modules then run on the Python that interpreter
+    discovery finds on the node's own PATH, as in a push run. With the
+    venv first, discovery took the venv's Python, which has no apt
+    bindings: without Mitogen the apt modules started the system's Python
+    for them, under Mitogen package_facts found no package manager."""
     env = dict(base)
     env.update(
         {
-            "PATH": os.path.join(cfg["venv"], "bin") + os.pathsep + base.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+            "PATH": base.get("PATH") or "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_FORCE_COLOR": "0",

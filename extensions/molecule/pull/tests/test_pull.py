@@ -22,7 +22,7 @@ NODE = "pull-node-7"
 REPORT = "/var/lib/gpufleet/pull/drift.json"
 S3_PORT = 39152
 # The test playbook: a directory, a file and a command that always changes.
-EXPECTED_TASKS = {"ok": 3, "changed": 3, "failed": 0, "unreachable": 0, "skipped": 0, "rescued": 0, "ignored": 0}
+EXPECTED_TASKS = {"ok": 4, "changed": 3, "failed": 0, "unreachable": 0, "skipped": 0, "rescued": 0, "ignored": 0}
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,9 @@ def test_ansible_core_is_pinned_in_the_venv(host):
     assert host.run(f"{VENV}/bin/pip show ansible").rc != 0
     # A report bucket is set: the SDK the upload uses, at the project's pin.
     assert host.check_output(f"{VENV}/bin/python3 -c 'import boto3; print(boto3.__version__)'") == "1.44.8"
+    # Mitogen, which the repository's ansible.cfg names as the strategy.
+    assert host.check_output(f"{VENV}/bin/python3 -c 'import importlib.metadata as m; print(m.version(\"mitogen\"))'") \
+        == "0.3.54"
 
 
 def test_the_script_config_and_units_are_in_place(host):
@@ -123,6 +126,14 @@ def recaps(host) -> list[dict[str, int]]:
 
 def test_the_first_run_did_the_test_playbooks_work(host, first_run):
     assert recaps(host)[0] == EXPECTED_TASKS
+
+
+def test_the_modules_ran_through_mitogen_on_the_nodes_python(host, first_run):
+    """Mitogen's interpreter ran the modules (its process title names it),
+    and that interpreter is the node's own Python, as in a push run: not
+    the venv's, which has no apt bindings."""
+    runner = host.file("/var/lib/pull-test/module-runner").content_string
+    assert "(mitogen:" in runner and runner.startswith("/usr/bin/python3"), runner
 
 
 def test_the_metrics_hold_the_last_runs_result(host, first_run):

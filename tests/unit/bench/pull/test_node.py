@@ -1,33 +1,13 @@
-"""bench.pull.node: the site's settings handed to the node's pull run are
-the inventory's group variables without the connection's and gpufleet_*;
-a report is summed up by state; the push scan and the pull run must both
-find the converged node in sync and read as much as each other; and the
-table gives the median rounds and the ratio pull / push."""
+"""bench.pull.node: a report is summed up by state; the push scan and the
+pull run must both find the converged node in sync and read as much as
+each other; and the table gives the median rounds and the ratios pull /
+push and without Mitogen / with it."""
 
 from __future__ import annotations
-
-import json
-import subprocess
 
 import pytest
 
 bench = pytest.importorskip("bench.pull.node")
-
-
-def test_the_site_settings_are_the_group_variables_less_connection_and_gpufleet(monkeypatch):
-    host = {"ansible_user": "gpufleet", "ansible_port": 2201, "gpufleet_lab_dir": "{{ inventory_dir }}/../../.lab",
-            "gpufleet_provider": "aliyun", "gpufleet_site_gpu_stack": False, "baseline_ntp_servers": ["127.0.0.1"],
-            "backup_repository_bucket": "gpufleet-lab-backup"}
-    seen = []
-
-    def run(argv, **_kwargs):
-        seen.append(argv)
-        return subprocess.CompletedProcess(argv, 0, stdout=json.dumps(host), stderr="")
-
-    monkeypatch.setattr(bench.subprocess, "run", run)
-    assert bench.site_vars("lab-node-1") == {"baseline_ntp_servers": ["127.0.0.1"],
-                                             "backup_repository_bucket": "gpufleet-lab-backup"}
-    assert seen[0][1:] == ["-i", "inventories/lab", "--host", "lab-node-1"]
 
 
 def report(*states, exit_code=0):
@@ -83,12 +63,16 @@ def test_the_table_takes_the_median_rounds_and_the_ratio():
     push = [{"wall": w, "busy_cpu": c, "controller_cpu": k, "resources": 107}
             for w, c, k in ((20.0, 30.0, 12.0), (22.0, 33.0, 13.0), (21.0, 31.0, 12.5))]
     pull = [{"wall": w, "busy_cpu": c} for w, c in ((40.0, 36.0), (42.0, 39.0), (41.0, 37.0))]
+    linear = [{"wall": w, "busy_cpu": c} for w, c in ((82.0, 74.0), (84.0, 78.0), (80.0, 72.0))]
     results = {"rounds": 3, "when": "2026-12-06 08:00 UTC", "cpus": 2, "push": push, "pull": pull,
+               "pull_linear": linear,
                "pull_setup": {"wall": 60.0, "cpu": 9.0}, "first_converge": {"wall": 200.0}}
     text = bench.markdown(results)
     assert "| push | 21.0 | 31.0 | 12.5 |" in text
     assert "| pull | 41.0 | 37.0 | 0 |" in text
-    assert "| ratio | 1.95 | 1.19 | |" in text
+    assert "| pull, no Mitogen | 82.0 | 74.0 | 0 |" in text
+    assert "| pull / push | 1.95 | 1.19 | |" in text
+    assert "| no Mitogen / Mitogen | 2.00 | 2.00 | |" in text
     assert "the same 107 resources" in text
 
 

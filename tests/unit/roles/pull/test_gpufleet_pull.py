@@ -275,6 +275,7 @@ def test_the_role_pins_the_versions_the_project_tests():
     installer = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(installer)
     role_vars = yaml.safe_load((ROOT / "roles" / "pull" / "vars" / "main.yml").read_text())
+    assert role_vars["__pull_strategy_packages"] == [f"mitogen=={pins['mitogen']}"]
     assert role_vars["__pull_report_packages"] == [f"boto3=={pins['boto3']}", f"botocore=={pins['botocore']}"]
     packages = role_vars["__pull_pip_packages"]
     assert packages == {

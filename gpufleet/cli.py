@@ -89,8 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("-n", "--nodes", type=_at_least(1), default=3, help="number of nodes (default 3)")
     up.add_argument("--debian", choices=["12", "13"], default="12", help="Debian release of the nodes (default 12)")
     up.add_argument("--gpu-stack", type=_at_least(0), default=0, metavar="K",
-                    help="make the last K nodes GPU-stack nodes: Debian 13, privileged, site.yml's GPU stack from "
+                    help="make the first K nodes GPU-stack nodes: Debian 13, privileged, site.yml's GPU stack from "
                          "Debian's packages (default 0)")
+    up.add_argument("--spot", type=_at_least(0), default=0, metavar="K",
+                    help="list the last K nodes as spot instances in the lab's cloud, so that site.yml's guard "
+                         "watches for their spot notice (default 0)")
     lab_sub.add_parser("down", help="remove every lab node")
     lab_sub.add_parser("status", help="list the lab nodes")
 
@@ -134,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Only `up` needs the collection: it copies its lab inventory.
                 lab.inventory_source = _project.locate().collection / "inventories" / "lab"
                 directory.mkdir(parents=True, exist_ok=True)
-                lab.up(count=args.nodes, debian=args.debian, gpu_stack=args.gpu_stack)
+                lab.up(count=args.nodes, debian=args.debian, gpu_stack=args.gpu_stack, spot=args.spot)
             elif args.action == "down":
                 lab.down()
             else:

@@ -60,10 +60,11 @@ class Lab:
         return self.dir / "known_hosts"
 
     def up(self, count: int = 3, debian: str = "12", gpu_stack: int = 0, boot_timeout: float = 90.0,
-           log=print) -> list[Node]:
-        """Bring the lab to exactly `count` running nodes, the last
-        `gpu_stack` of them GPU-stack nodes; safe to repeat."""
-        nodes = _nodes.plan(count, gpu_stack)
+           log=print, spot: int = 0) -> list[Node]:
+        """Bring the lab to exactly `count` running nodes, the first
+        `gpu_stack` of them GPU-stack nodes, the last `spot` of them spot
+        instances in the lab's cloud; safe to repeat."""
+        nodes = _nodes.plan(count, gpu_stack, spot)
         images = {n.name: _nodes.image_for(debian, n.gpu_stack) for n in nodes}
         for image in sorted(set(images.values())):
             if not self.podman.image_exists(image):
@@ -82,7 +83,8 @@ class Lab:
         for n in nodes:
             state = existing.get(n.name)
             if state is None:
-                log(f"starting {n.name} on {n.endpoint}{' (GPU stack)' if n.gpu_stack else ''}")
+                log(f"starting {n.name} on {n.endpoint}{' (GPU stack)' if n.gpu_stack else ''}"
+                    f"{' (spot)' if n.spot else ''}")
                 self.podman.run_node(n, images[n.name])
             elif state != "running":
                 log(f"restarting {n.name}")

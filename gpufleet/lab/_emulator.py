@@ -32,7 +32,7 @@ def seed(nodes: list[Node]) -> dict:
                 "name": n.hostname,
                 "private_ip": n.address,
                 "state": "running",
-                "charge": "on_demand",
+                "charge": "spot" if n.spot else "on_demand",
                 "tags": {"gpufleet-lab": "true", "ssh_port": str(n.port),
                          # inventories/lab puts these nodes in lab_gpu_stack.
                          **({"gpufleet-lab-gpu-stack": "true"} if n.gpu_stack else {})},

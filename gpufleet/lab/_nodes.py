@@ -31,25 +31,31 @@ class Node:
     # A node that takes site.yml's GPU stack (driver, CUDA, NCCL, Docker)
     # from Debian's packages: privileged, because Docker needs it.
     gpu_stack: bool = False
+    # Listed by the lab's cloud as a spot instance (gpufleet_spot), so
+    # site.yml's guard watches for its notice.
+    spot: bool = False
 
     @property
     def endpoint(self) -> str:
         return f"{self.address}:{self.port}"
 
 
-def plan(count: int, gpu_stack: int = 0) -> list[Node]:
-    """The nodes of a lab of `count` nodes, numbered from 1; the last
-    `gpu_stack` of them are GPU-stack nodes."""
+def plan(count: int, gpu_stack: int = 0, spot: int = 0) -> list[Node]:
+    """The nodes of a lab of `count` nodes, numbered from 1: the first
+    `gpu_stack` of them are GPU-stack nodes, the last `spot` of them spot
+    instances. A larger lab keeps the nodes of a smaller one with the same
+    `gpu_stack` and adds plain nodes."""
     if not isinstance(count, int) or isinstance(count, bool):
         raise ValueError(f"nodes: expected a whole number, got {count!r}")
     if not 1 <= count <= MAX_NODES:
         raise ValueError(f"nodes: must be between 1 and {MAX_NODES}, got {count}")
-    if not isinstance(gpu_stack, int) or isinstance(gpu_stack, bool) or not 0 <= gpu_stack <= count:
-        raise ValueError(f"gpu_stack: must be a whole number between 0 and the node count {count}, got {gpu_stack!r}")
-    return [node(i, gpu_stack=i > count - gpu_stack) for i in range(1, count + 1)]
+    for option, value in (("gpu_stack", gpu_stack), ("spot", spot)):
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= count:
+            raise ValueError(f"{option}: must be a whole number between 0 and the node count {count}, got {value!r}")
+    return [node(i, gpu_stack=i <= gpu_stack, spot=i > count - spot) for i in range(1, count + 1)]
 
 
-def node(index: int, gpu_stack: bool = False) -> Node:
+def node(index: int, gpu_stack: bool = False, spot: bool = False) -> Node:
     address = str(ipaddress.IPv4Address("127.0.0.0") + FIRST_OCTET + index)
     return Node(
         index=index,
@@ -58,6 +64,7 @@ def node(index: int, gpu_stack: bool = False) -> Node:
         address=address,
         port=FIRST_PORT + index,
         gpu_stack=gpu_stack,
+        spot=spot,
     )
 
 

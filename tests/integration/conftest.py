@@ -26,7 +26,7 @@ SITE_CUT_AT = "TASK [gpufleet.cloud.monitoring : "
 # mutation of the drift matrix names its host, and the scan must report it
 # on that host only, which two nodes of different kinds show.
 LAB_UP = ("--nodes", "2", "--gpu-stack", "1")
-PLAIN_NODE, GPU_NODE = "lab-node-1", "lab-node-2"
+PLAIN_NODE, GPU_NODE = "lab-node-2", "lab-node-1"
 LAB_HOSTS = (PLAIN_NODE, GPU_NODE)
 
 

@@ -14,11 +14,13 @@ from pathlib import Path
 from tests.support.nodes import ROLE_PLAYBOOK, ROOT, ansible_env, recap, run_playbook
 
 
-def gpufleet(*args: str) -> subprocess.CompletedProcess:
-    """The gpufleet command from the venv that runs these tests."""
+def gpufleet(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The gpufleet command from the venv that runs these tests; `env` adds
+    to its environment."""
     exe = shutil.which("gpufleet")
     assert exe, "the gpufleet command is not installed in this environment"
-    return subprocess.run([exe, *args], cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False)
+    return subprocess.run([exe, *args], cwd=ROOT, env={**ansible_env(), **(env or {})}, capture_output=True,
+                          text=True, check=False)
 
 
 def assert_refused_before_any_change(result: subprocess.CompletedProcess, node: str, variable: str) -> str:

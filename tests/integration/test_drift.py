@@ -2,7 +2,7 @@
 hand on one node found exactly, the HTML report looked at in a real browser,
 --fix, and an unreachable node reported while the others still are.
 
-The lab's second node is a GPU-stack node (LAB_UP, tests/integration/conftest.py):
+The lab's first node is a GPU-stack node (LAB_UP, tests/integration/conftest.py):
 it also takes site.yml's GPU play, so Docker's daemon.json and
 /etc/nccl.conf are resources of this fleet too."""
 

@@ -22,18 +22,21 @@ def test_lab_up_rejects_unknown_debian_release(capsys):
     assert "--debian" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option", ["--gpu-stack", "--spot"])
 @pytest.mark.parametrize("value", ["-1", "one"])
-def test_lab_up_rejects_bad_gpu_stack_counts_naming_the_option(value, capsys):
+def test_lab_up_rejects_bad_counts_naming_the_option(option, value, capsys):
     with pytest.raises(SystemExit) as exc:
-        cli.main(["lab", "up", "--gpu-stack", value])
+        cli.main(["lab", "up", option, value])
     assert exc.value.code == 1
-    assert "--gpu-stack" in capsys.readouterr().err
+    assert option in capsys.readouterr().err
 
 
 def test_lab_up_refuses_more_gpu_stack_nodes_than_nodes(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("GPUFLEET_LAB_DIR", str(tmp_path))
     assert cli.main(["lab", "up", "--nodes", "2", "--gpu-stack", "3"]) == 1
     assert "gpu_stack: must be a whole number between 0 and the node count 2, got 3" in capsys.readouterr().err
+    assert cli.main(["lab", "up", "--nodes", "2", "--spot", "3"]) == 1
+    assert "spot: must be a whole number between 0 and the node count 2, got 3" in capsys.readouterr().err
 
 
 def test_project_root_finds_galaxy_yml_upwards(tmp_path):

@@ -27,7 +27,12 @@ def test_seed_lists_each_node_as_a_running_gpu_instance_at_its_loopback_address(
 
 def test_seed_tags_the_gpu_stack_nodes_for_the_inventory():
     data = _emulator.seed(_nodes.plan(3, gpu_stack=1))
-    assert [i["tags"].get("gpufleet-lab-gpu-stack") for i in data["instances"]] == [None, None, "true"]
+    assert [i["tags"].get("gpufleet-lab-gpu-stack") for i in data["instances"]] == ["true", None, None]
+
+
+def test_seed_lists_the_spot_nodes_as_spot_instances():
+    data = _emulator.seed(_nodes.plan(3, gpu_stack=1, spot=1))
+    assert [i["charge"] for i in data["instances"]] == ["on_demand", "on_demand", "spot"]
 
 
 def test_start_serves_the_seed_and_stop_ends_the_process(tmp_path):

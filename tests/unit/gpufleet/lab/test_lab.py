@@ -63,6 +63,7 @@ class FakeEmulator:
     def start(self, lab_dir, root, nodes):
         self.seeded = [n.name for n in nodes]
         self.gpu_stack = [n.name for n in nodes if n.gpu_stack]
+        self.spot = [n.name for n in nodes if n.spot]
 
     def stop(self, lab_dir):
         self.stopped += 1
@@ -126,17 +127,34 @@ def test_up_with_fewer_nodes_removes_the_extra_ones(lab):
     assert sorted(c for c in lab.podman.calls if c[0] == "rm") == [("rm", "gpufleet-lab-2"), ("rm", "gpufleet-lab-3")]
 
 
-def test_gpu_stack_nodes_are_the_last_ones_on_debian_13(lab):
+def test_gpu_stack_nodes_are_the_first_ones_on_debian_13(lab):
     lab.up(count=3, gpu_stack=1, log=lambda *_: None)
     runs = [c for c in lab.podman.calls if c[0] == "run"]
     assert [(c[1], c[3]) for c in runs] == [
-        ("gpufleet-lab-1", "localhost/gpufleet-debian:12"),
+        ("gpufleet-lab-1", "localhost/gpufleet-debian:13"),
         ("gpufleet-lab-2", "localhost/gpufleet-debian:12"),
-        ("gpufleet-lab-3", "localhost/gpufleet-debian:13"),
+        ("gpufleet-lab-3", "localhost/gpufleet-debian:12"),
     ]
-    assert lab.emulator.gpu_stack == ["gpufleet-lab-3"]
+    assert lab.emulator.gpu_stack == ["gpufleet-lab-1"]
     state = json.loads(lab.state_file.read_text())
-    assert [n["gpu_stack"] for n in state["nodes"]] == [False, False, True]
+    assert [n["gpu_stack"] for n in state["nodes"]] == [True, False, False]
+
+
+def test_a_larger_lab_keeps_every_node_and_adds_a_spot_node(lab):
+    lab.up(count=2, gpu_stack=1, log=lambda *_: None)
+    lab.podman.calls.clear()
+    lab.up(count=3, gpu_stack=1, spot=1, log=lambda *_: None)
+    # The GPU-stack node and the plain node stay as they are: only the new
+    # node is made, and only the lab's cloud knows it as spot.
+    assert [c[:2] for c in lab.podman.calls if c[0] in ("run", "rm", "start")] == [("run", "gpufleet-lab-3")]
+    assert lab.emulator.gpu_stack == ["gpufleet-lab-1"] and lab.emulator.spot == ["gpufleet-lab-3"]
+    state = json.loads(lab.state_file.read_text())
+    assert [n["spot"] for n in state["nodes"]] == [False, False, True]
+    # Back to the smaller lab: the spot node goes, the others stay.
+    lab.podman.calls.clear()
+    lab.up(count=2, gpu_stack=1, log=lambda *_: None)
+    assert [c[:2] for c in lab.podman.calls if c[0] in ("run", "rm", "start")] == [("rm", "gpufleet-lab-3")]
+    assert lab.emulator.spot == []
 
 
 def test_a_node_made_for_the_other_role_is_made_again(lab):
@@ -144,7 +162,7 @@ def test_a_node_made_for_the_other_role_is_made_again(lab):
     lab.podman.calls.clear()
     lab.up(count=3, gpu_stack=1, log=lambda *_: None)
     assert [c[:2] for c in lab.podman.calls if c[0] in ("run", "rm", "start")] == [
-        ("rm", "gpufleet-lab-3"), ("run", "gpufleet-lab-3")]
+        ("rm", "gpufleet-lab-1"), ("run", "gpufleet-lab-1")]
     lab.podman.calls.clear()
     lab.up(count=3, gpu_stack=1, log=lambda *_: None)
     assert [c for c in lab.podman.calls if c[0] in ("run", "rm", "start")] == []
@@ -155,6 +173,8 @@ def test_a_node_made_for_the_other_role_is_made_again(lab):
 def test_up_rejects_more_gpu_stack_nodes_than_nodes_before_touching_anything(lab):
     with pytest.raises(ValueError, match="gpu_stack: .* between 0 and the node count 2, got 3"):
         lab.up(count=2, gpu_stack=3, log=lambda *_: None)
+    with pytest.raises(ValueError, match="spot: .* between 0 and the node count 2, got 3"):
+        lab.up(count=2, spot=3, log=lambda *_: None)
     assert lab.podman.calls == []
 
 

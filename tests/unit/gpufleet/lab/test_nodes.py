@@ -42,15 +42,17 @@ def test_image_for_names_the_bad_release():
         _nodes.image_for("11")
 
 
-def test_plan_makes_the_last_nodes_gpu_stack_nodes():
-    assert [n.gpu_stack for n in _nodes.plan(4, gpu_stack=2)] == [False, False, True, True]
-    assert not any(n.gpu_stack for n in _nodes.plan(2))
+def test_plan_makes_the_first_nodes_gpu_stack_nodes_and_the_last_spot_ones():
+    assert [n.gpu_stack for n in _nodes.plan(4, gpu_stack=2)] == [True, True, False, False]
+    assert [n.spot for n in _nodes.plan(4, gpu_stack=2, spot=3)] == [False, True, True, True]
+    assert not any(n.gpu_stack or n.spot for n in _nodes.plan(2))
 
 
+@pytest.mark.parametrize("option", ["gpu_stack", "spot"])
 @pytest.mark.parametrize("bad", [-1, 3, True, "1"])
-def test_plan_rejects_bad_gpu_stack_counts(bad):
-    with pytest.raises(ValueError, match="gpu_stack"):
-        _nodes.plan(2, gpu_stack=bad)
+def test_plan_rejects_bad_counts_naming_the_option(option, bad):
+    with pytest.raises(ValueError, match=f"^{option}: "):
+        _nodes.plan(2, **{option: bad})
 
 
 def test_gpu_stack_nodes_run_debian_13_whatever_the_lab_release():

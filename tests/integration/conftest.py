@@ -37,12 +37,13 @@ INSTALLED_CLI_TESTS = "test_installed_cli.py"
 # these start first and the stage never ends on one of them alone.
 LONGEST_FIRST = (
     "roles/nvidia_driver/test_nvidia_repo.py",
-    "roles/monitoring/test_nvidia_repo.py",
-    "roles/nccl/test_nvidia_repo.py",
-    "roles/encrypted_storage/test_encrypted_storage.py",
+    "roles/dcgm/test_nvidia_repo.py",
     "roles/backup/test_backup.py",
-    "roles/docker/test_nvidia_repo.py",
+    "roles/encrypted_storage/test_encrypted_storage.py",
+    "roles/guard/test_triggers_per_cloud.py",
     "roles/encrypted_storage/test_rotation.py",
+    "roles/nccl/test_nvidia_repo.py",
+    "roles/docker/test_nvidia_repo.py",
     "roles/nvidia_driver/test_upgrade.py",
     "roles/guard/test_checkpoint_resume.py",
 )

@@ -100,3 +100,19 @@ def test_a_side_by_side_group_logs_its_wall_time_and_prefixes_each_stages_output
     lines = out.stdout.split("== make test: stages ==", 1)[0].splitlines()
     assert any(line.startswith("[fake-ping] fake-ping ") for line in lines), out.stdout
     assert any(line.startswith("[fake-pong] fake-pong ") for line in lines), out.stdout
+
+
+def make_variable(name: str) -> list[str]:
+    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-f", "-", "print"],
+                         input=f"print:\n\t@echo $({name})\n", cwd=ROOT, capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_every_lab_module_the_stages_and_their_order_name_exists():
+    """A renamed or moved module must not silently leave the lab half it was
+    put in, or the front of lab-roles' queue (LONGEST_FIRST)."""
+    from tests.integration.conftest import LONGEST_FIRST
+
+    named = make_variable("LAB_FLEET_TESTS") + make_variable("LAB_GUARD_TESTS")
+    named += [f"tests/integration/{tail}" for tail in LONGEST_FIRST]
+    assert named and [path for path in named if not (ROOT / path).is_file()] == []

@@ -160,6 +160,17 @@ def test_without_a_node_name_the_run_is_localhost(monkeypatch):
     assert pull.inventory({"inventory": "", "limit": "", "node": ""}) == ("localhost,", "localhost")
 
 
+def test_the_run_keeps_the_nodes_path_so_its_modules_run_on_the_nodes_python():
+    """ansible-pull is started by its full path and finds ansible-playbook
+    beside itself: the venv is never put on the run's PATH, where
+    interpreter discovery would find its Python before the node's."""
+    cfg = {"venv": "/opt/gpufleet/pull", "url": "file:///srv/r.git", "branch": "main", "directory": "/d",
+           "playbook": "site.yml"}
+    assert pull.environment(cfg, {"PATH": "/usr/sbin:/usr/bin"})["PATH"] == "/usr/sbin:/usr/bin"
+    assert "/opt/gpufleet/pull" not in pull.environment(cfg, {})["PATH"]
+    assert pull.command(cfg)[0] == "/opt/gpufleet/pull/bin/ansible-pull"
+
+
 def test_check_mode_reports_drift_as_changed(node):
     rc, text, seen = node(RECAP_OK, check=True, extra_vars={"gpufleet_provider": "aws"},
                           accept_host_key=True, private_key_file="/root/.ssh/deploy")

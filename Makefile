@@ -228,8 +228,8 @@ LAB_ROLES_JOBS ?= 2
 # converge nodes only wait on each other.
 LAB_GUARD_TESTS = tests/integration/roles/guard/test_checkpoint_resume.py \
 	tests/integration/roles/guard/test_triggers_per_cloud.py
-LAB_FLEET_TESTS = tests/integration/test_installed_cli.py tests/integration/test_lab.py tests/integration/test_drift.py \
-	tests/integration/test_pull_fleet.py
+LAB_FLEET_TESTS = tests/integration/test_installed_cli.py tests/integration/test_pull_fleet.py \
+	tests/integration/test_lab.py tests/integration/test_drift.py
 .PHONY: lab-fleet lab-roles lab-guard
 lab-fleet: venv collections images
 	@$(call timed,lab-fleet,$(LAB_PYTEST) $(call junit,lab-fleet) $(LAB_FLEET_TESTS))

@@ -57,12 +57,8 @@ CHRONY = "/etc/chrony/chrony.conf"
 MAX_AGE_MINUTES = 1
 
 
-def container(host: str) -> str:
-    return lab_container(host)
-
-
 def sh(host: str, script: str) -> str:
-    result = node_exec(container(host), "sh", "-c", script)
+    result = node_exec(lab_container(host), "sh", "-c", script)
     assert result.returncode == 0, f"{host}: {script}\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
@@ -91,7 +87,7 @@ def start_runs(*hosts: str) -> None:
 def finished(*hosts: str, minutes: float = 15) -> dict[str, str]:
     """Wait for the runs to end; each host's service result."""
     def ended():
-        states = {h: node_exec(container(h), "systemctl", "is-active", "gpufleet-pull.service").stdout.strip()
+        states = {h: node_exec(lab_container(h), "systemctl", "is-active", "gpufleet-pull.service").stdout.strip()
                   for h in hosts}
         return states if all(s in ("inactive", "failed") for s in states.values()) else None
 
@@ -100,7 +96,7 @@ def finished(*hosts: str, minutes: float = 15) -> dict[str, str]:
 
 
 def journal(host: str) -> str:
-    return node_exec(container(host), "journalctl", "-u", "gpufleet-pull.service", "-n", "80", "--no-pager").stdout
+    return node_exec(lab_container(host), "journalctl", "-u", "gpufleet-pull.service", "-n", "80", "--no-pager").stdout
 
 
 def node_report(host: str) -> dict:
@@ -112,7 +108,7 @@ def resources(records, host: str) -> set[str]:
 
 
 def spot_state(state: str) -> bool:
-    shown = node_exec(container(SPOT_NODE), "cat", GUARD_METRICS).stdout
+    shown = node_exec(lab_container(SPOT_NODE), "cat", GUARD_METRICS).stdout
     return f'gpufleet_guard_spot_state{{cloud="aliyun",state="{state}"}} 1' in shown
 
 
@@ -145,13 +141,13 @@ def pull_fleet(first_converge, tmp_path_factory):
         work = tmp_path_factory.mktemp("pull")
         bare = pull.repository(work)
         for host in HOSTS:
-            pull.trust_host_cas(container(host))
-            pull.install_repository(container(host), bare)
+            pull.trust_host_cas(lab_container(host))
+            pull.install_repository(lab_container(host), bare)
         site = {host: pull.site_vars(host) for host in HOSTS}
         # The spot node's guard reads its notice from the metadata service
         # on its loopback (a real instance's is at a link-local address).
         site[SPOT_NODE]["guard_metadata_endpoint"] = f"http://127.0.0.1:{METADATA_PORT}"
-        start_metadata_service(container(SPOT_NODE), "aliyun", METADATA_PORT, NOTICE_FILE)
+        start_metadata_service(lab_container(SPOT_NODE), "aliyun", METADATA_PORT, NOTICE_FILE)
         yield work, site, first_converge.report
     finally:
         down = gpufleet("lab", "up", *LAB_UP)

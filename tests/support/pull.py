@@ -81,7 +81,7 @@ def trust_host_cas(container: str) -> None:
                     "'[global]\\ncert = /etc/ssl/certs/ca-certificates.crt\\n' > /etc/pip.conf"], check=True)
 
 
-def pull_vars(site: dict, check: bool = True) -> dict:
+def pull_vars(site: dict) -> dict:
     """playbooks/pull.yml's variables for the lab: the repository on the
     node, ansible-core, the site's settings, and no timer run of its own
     before a day has passed (the callers start the runs)."""
@@ -89,7 +89,7 @@ def pull_vars(site: dict, check: bool = True) -> dict:
         "pull_repo_url": f"file://{REPOSITORY}",
         "pull_branch": BRANCH,
         "pull_ansible_package": "ansible-core",
-        "pull_check_mode_enabled": check,
+        "pull_check_mode_enabled": True,
         "pull_site_extra_vars": site,
         "pull_first_run_delay_seconds": 86400,
         "pull_splay_seconds": 0,

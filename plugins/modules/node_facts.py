@@ -23,6 +23,10 @@ description:
     runs M(gpufleet.cloud.gpu_facts), probes the RDMA ports in sysfs and, in
     check mode, reads the installed packages (check mode installs nothing, so
     the later steps' check-mode conditions read what is installed now).
+  - On a node whose package manager is apt (C(ansible_facts.pkg_mgr)), the
+    packages are dpkg's own list (C(dpkg-query)), in the form
+    M(ansible.builtin.package_facts) gives them; elsewhere, and where
+    C(pkg_mgr) was not gathered, package_facts reads them.
   - The first call of a run reads the node; later calls answer from the facts
     without touching it. The facts record the epoch of the node's facts they
     were read with (C(ansible_facts.date_time.epoch)); facts gathered again,
@@ -133,7 +137,16 @@ ansible_facts:
       returned: when the node was read
       type: dict
     packages:
-      description: What M(ansible.builtin.package_facts) returns.
+      description:
+        - The installed packages, as M(ansible.builtin.package_facts) returns them
+          - each name maps to a list with one entry per installed architecture.
+        - On an apt node, read from dpkg, each entry has C(name), C(version)
+          (with its epoch), C(arch) and C(source) C(dpkg); a package of
+          another architecture than the node's is named C(name:arch), as apt
+          names it. package_facts' C(category) and C(origin) come from apt's
+          package lists, not from dpkg, and are not given there (the
+          repository's section of a package may differ from its own).
       returned: in check mode, when the node was read
       type: dict
+      sample: {jq: [{name: jq, version: "1.7.1-3", arch: amd64, source: dpkg}]}
 """

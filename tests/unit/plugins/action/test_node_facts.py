@@ -37,6 +37,12 @@ PLAY = """
       fake_gpu_facts:
     - name: Third read
       gpufleet.cloud.node_facts:
+    # What node_facts reads from dpkg must be what package_facts reads
+    # through apt.
+    - name: Read the packages as package_facts does
+      ansible.builtin.package_facts:
+        manager: apt
+      when: ansible_check_mode
 """
 
 # Answers like gpufleet.cloud.gpu_facts on a node whose driver runs one GPU
@@ -159,3 +165,45 @@ def test_one_decision_of_whether_a_node_has_gpus(gpu, container, inventory, grou
 ])
 def test_the_inventory_count_is_a_number_or_unknown(gpufleet_gpu, count):
     assert node_facts.inventory_gpus(gpufleet_gpu) == count
+
+
+def test_in_check_mode_the_packages_are_what_package_facts_reads(runs):
+    needs(runs, "check")
+    ours = runs["check"]["First read"]["ansible_facts"]["packages"]
+    theirs = runs["check"]["Read the packages as package_facts does"]["ansible_facts"]["packages"]
+    assert len(ours) > 50 and sorted(ours) == sorted(theirs)
+    for name, entries in theirs.items():
+        want = sorted((e["name"], e["version"], e["arch"]) for e in entries)
+        assert sorted((e["name"], e["version"], e["arch"]) for e in ours[name]) == want, name
+    assert {e["source"] for entries in ours.values() for e in entries} == {"dpkg"}
+
+
+NATIVE = "amd64\n"
+
+
+def row(name, version="1.0-1", arch="amd64", status="ii "):
+    return "\t".join((name, version, arch, status)) + "\n"
+
+
+def test_dpkg_lists_what_has_a_version_on_the_node():
+    listed = node_facts.dpkg_packages(NATIVE + row("jq") + row("libjq1", status="hi ") + row("half", status="iU ")
+                                      + row("gone", status="rc ") + row("never", status="un ")
+                                      + row("nvidia-kernel-dkms", "535.309.01-1~deb12u1"))
+    assert sorted(listed) == ["half", "jq", "libjq1", "nvidia-kernel-dkms"]
+    assert listed["nvidia-kernel-dkms"] == [{"name": "nvidia-kernel-dkms", "version": "535.309.01-1~deb12u1",
+                                             "arch": "amd64", "source": "dpkg"}]
+
+
+def test_dpkg_names_another_architecture_as_apt_does_and_keeps_each_install():
+    listed = node_facts.dpkg_packages(NATIVE + row("libc6", "2.36-9", "amd64") + row("libc6", "2.36-9", "i386")
+                                      + row("tzdata", "2024a-0", "all") + row("dcgm", "1:4.4.1-1", "amd64"))
+    assert listed["libc6"][0]["arch"] == "amd64" and listed["libc6:i386"][0]["name"] == "libc6:i386"
+    assert listed["tzdata"][0]["arch"] == "all"
+    # The epoch stays in the version, as package_facts gives it.
+    assert listed["dcgm"][0]["version"] == "1:4.4.1-1"
+
+
+@pytest.mark.parametrize("stdout", ["", "\n" + row("jq"), NATIVE + "jq\t1.0-1\tamd64\n", NATIVE + "jq\t1.0-1\tamd64\tii \tutils\n"])
+def test_dpkg_output_it_cannot_read_is_an_error_never_no_packages(stdout):
+    with pytest.raises(ValueError):
+        node_facts.dpkg_packages(stdout)

@@ -4,7 +4,9 @@
 What a no-op converge of ``site.yml`` costs each revision on the same
 converged lab node: the tasks the node evaluates (ok + skipped, what the
 controller pays a templating pass and a result for) and the controller's
-CPU time (ansible-playbook and its workers, wait4). The old revision is
+CPU time (ansible-playbook and its workers, wait4), and the machine's
+busy CPU over the run (/proc/stat), which adds the node's side: the lab
+node is a container on this machine. The old revision is
 checked out into a temporary git worktree and runs with its own
 ansible.cfg and roles against the same lab inventory; the runs alternate
 (before, after, before, after, ...) so a busy machine weighs on both alike,
@@ -72,6 +74,7 @@ def compare(before: str, rounds: int) -> dict:
     summary = {name: {"evaluated": r[0]["evaluated"], "ok": r[0]["ok"], "skipped": r[0]["skipped"],
                       "nodes": r[0]["nodes"],
                       "cpu_median": round(statistics.median(x["cpu"] for x in r), 2),
+                      "machine_cpu_median": round(statistics.median(x["machine_cpu"] for x in r), 2),
                       "wall_median": round(statistics.median(x["wall"] for x in r), 2)} for name, r in runs.items()}
     return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "before": before, "after": head,
             "rounds": rounds, "summary": summary, "runs": runs}
@@ -84,15 +87,16 @@ def markdown(results: dict) -> str:
         "# Two revisions, one lab node", "",
         f"`python -m bench.fleet.revisions --before {results['before']}`, {results['when']}, one run: "
         f"{results['rounds']} alternating no-op converges of each revision (after a warm-up of each), medians.", "",
-        "| revision | nodes | tasks evaluated | ok | skipped | controller CPU s | wall s |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| revision | nodes | tasks evaluated | ok | skipped | controller CPU s | machine CPU s | wall s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
         f"| before ({results['before']}) | {b['nodes']} | {b['evaluated']} | {b['ok']} | {b['skipped']} "
-        f"| {b['cpu_median']} | {b['wall_median']} |",
+        f"| {b['cpu_median']} | {b['machine_cpu_median']} | {b['wall_median']} |",
         f"| after ({results['after']}) | {a['nodes']} | {a['evaluated']} | {a['ok']} | {a['skipped']} "
-        f"| {a['cpu_median']} | {a['wall_median']} |",
+        f"| {a['cpu_median']} | {a['machine_cpu_median']} | {a['wall_median']} |",
         "",
         f"- tasks evaluated, after / before: {a['evaluated'] / b['evaluated']:.2f}",
         f"- controller CPU, after / before: {a['cpu_median'] / b['cpu_median']:.2f}",
+        f"- machine CPU (the node's side too), after / before: {a['machine_cpu_median'] / b['machine_cpu_median']:.2f}",
         f"- wall, after / before: {a['wall_median'] / b['wall_median']:.2f}",
     ]
     return "\n".join(lines) + "\n"

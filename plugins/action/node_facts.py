@@ -20,6 +20,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
+from ansible_collections.gpufleet.cloud.plugins.plugin_utils._action import run_read_only
+from ansible_collections.gpufleet.cloud.plugins.plugin_utils._dpkg import DPKG_QUERY, dpkg_packages
 from ansible_collections.gpufleet.cloud.plugins.test.node import container_node
 
 # One JSON line per port of every RDMA device: its name, its kernel driver
@@ -38,17 +40,6 @@ done
 exit 0
 """
 
-# What dpkg has installed, on an apt node: the list package_facts' apt
-# backend builds through python-apt, which opens apt's whole cache to find
-# it (0.67 s on a test node, against 0.005 s for dpkg-query), in every
-# check-mode run on every node. The first line is the node's own
-# architecture, which a package's name leaves out, as apt's does.
-DPKG_QUERY = ("dpkg --print-architecture && "
-              "dpkg-query --show --showformat '${Package}\\t${Version}\\t${Architecture}\\t${db:Status-Abbrev}\\n'")
-# A package dpkg knows but has no version of on the node (the second letter
-# of its status): not installed, or only its configuration files left.
-NOT_INSTALLED = ("n", "c")
-
 # Fact subsets the roles read beyond the minimal ones, and a fact that
 # tells whether each was gathered.
 SUBSETS = (("virtual", "virtualization_type"), ("network", "all_ipv4_addresses"))
@@ -62,30 +53,6 @@ def inventory_gpus(gpufleet_gpu):
         return None if count in (None, "") else gr.gpu_count(count)
     except (TypeError, ValueError):
         return None
-
-
-def dpkg_packages(stdout):
-    """DPKG_QUERY's output as package_facts gives the packages: name ->
-    one dict per installed architecture (name, version, arch, source). A
-    package of another architecture than the node's is named
-    name:arch, as apt names it; one of every architecture (all) is not."""
-    lines = stdout.splitlines()
-    if not lines or not lines[0].strip():
-        raise ValueError("dpkg printed no architecture")
-    native = lines[0].strip()
-    packages = {}
-    for line in lines[1:]:
-        fields = line.split("\t")
-        if len(fields) != 4:
-            raise ValueError("dpkg-query printed %r, not four tab-separated fields" % line)
-        name, version, arch, status = fields
-        if len(status) < 2 or status[1] in NOT_INSTALLED:
-            continue
-        if arch not in (native, "all"):
-            name = "%s:%s" % (name, arch)
-        packages.setdefault(name, []).append(
-            {"name": name, "version": version, "arch": arch, "source": "dpkg"})
-    return packages
 
 
 def gpu_facets(gpu, container, inventory, in_gpu_group=False):
@@ -107,25 +74,21 @@ def gpu_facets(gpu, container, inventory, in_gpu_group=False):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset()
+    _VALID_ARGS = frozenset(("packages_only",))
 
-    def _module(self, name, args, task_vars, what):
-        result = self._execute_module(module_name=name, module_args=args, task_vars=task_vars)
+    @staticmethod
+    def _checked(result, what):
         if result.get("failed") or result.get("unreachable"):
             raise AnsibleActionFail("gpufleet.cloud.node_facts could not read %s: %s"
                                     % (what, result.get("msg") or result.get("module_stderr") or result))
         return result
 
+    def _module(self, name, args, task_vars, what):
+        return self._checked(self._execute_module(module_name=name, module_args=args, task_vars=task_vars), what)
+
     def _read(self, script, task_vars, what):
-        """A shell script that only reads the node, run in check mode too,
-        where the command module would otherwise skip it."""
-        check_mode = self._task.check_mode
-        self._task.check_mode = False
-        try:
-            return self._module("ansible.legacy.command", {"_raw_params": script, "_uses_shell": True},
-                                task_vars, what)
-        finally:
-            self._task.check_mode = check_mode
+        """A shell script that only reads the node, in check mode too."""
+        return self._checked(run_read_only(self, script, task_vars), what)
 
     def _packages(self, task_vars, facts):
         if facts.get("pkg_mgr") != "apt":
@@ -167,6 +130,12 @@ class ActionModule(ActionBase):
         epoch = (facts.get("date_time") or {}).get("epoch")
         node = facts.get("gpufleet_node") or {}
         check_mode = bool(self._task.check_mode)
+        _spec, args = self.validate_argument_spec(
+            argument_spec={"packages_only": {"type": "bool", "default": False}})
+        if args["packages_only"]:
+            # After an install: what is installed now, and nothing else.
+            result.update(changed=False, ansible_facts=self._packages(task_vars, facts))
+            return result
         if epoch and node.get("facts_epoch") == epoch and (not check_mode or "packages" in facts):
             # A later gpu_facts (nvidia_driver's, after it loaded the driver)
             # refreshed ansible_facts.gpu: the counts follow it, as a role

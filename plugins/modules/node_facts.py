@@ -36,7 +36,14 @@ description:
     M(gpufleet.cloud.gpu_facts) read the node again (as nvidia_driver does
     after loading the driver) updates them, without touching the node.
 author: gpufleet developers (@gpufleet)
-options: {}
+options:
+  packages_only:
+    description:
+      - Read only the installed packages, now, in a run as in check mode, and
+        return them as C(packages); nothing else is read or returned. For a
+        step that installed packages and reads what is installed after.
+    type: bool
+    default: false
 attributes:
   action:
     support: full
@@ -49,7 +56,7 @@ attributes:
     description: Changes nothing, so there is nothing to show.
   facts:
     support: full
-    description: Returns C(gpufleet_node), C(gpu) and, in check mode, C(packages).
+    description: Returns C(gpufleet_node), C(gpu) and, in check mode, C(packages); with O(packages_only), only C(packages).
   platform:
     support: full
     platforms: posix
@@ -70,6 +77,11 @@ EXAMPLES = r"""
     msg: >-
       GPUs: {{ ansible_facts.gpufleet_node.has_gpus }} ({{ ansible_facts.gpufleet_node.gpus.driver }} run by the driver),
       container: {{ ansible_facts.gpufleet_node.container }}
+
+# After a step installed packages: what is installed now.
+- name: Read the installed packages
+  gpufleet.cloud.node_facts:
+    packages_only: true
 """
 
 RETURN = r"""
@@ -146,7 +158,7 @@ ansible_facts:
           names it. package_facts' C(category) and C(origin) come from apt's
           package lists, not from dpkg, and are not given there (the
           repository's section of a package may differ from its own).
-      returned: in check mode, when the node was read
+      returned: in check mode, when the node was read; always with O(packages_only)
       type: dict
       sample: {jq: [{name: jq, version: "1.7.1-3", arch: amd64, source: dpkg}]}
 """

@@ -17,7 +17,7 @@ def runs_print(monkeypatch, tmp_path):
     def fake(changed):
         def measure(argv, env, log):
             log.write_text(RECAP.format(changed=changed))
-            return {"rc": 0, "wall": 20.0, "cpu": 8.0}
+            return {"rc": 0, "wall": 20.0, "cpu": 8.0, "machine_cpu": 14.0}
         monkeypatch.setattr(revisions, "measure", measure)
     return fake
 
@@ -35,10 +35,21 @@ def test_a_run_that_changed_something_is_not_a_figure(runs_print, tmp_path):
 
 
 def test_the_report_gives_ratios_within_the_run():
-    summary = {"before": {"evaluated": 159, "ok": 111, "skipped": 48, "nodes": 1, "cpu_median": 12.0, "wall_median": 30.0},
-               "after": {"evaluated": 98, "ok": 83, "skipped": 15, "nodes": 1, "cpu_median": 8.0, "wall_median": 20.0}}
+    summary = {"before": {"evaluated": 159, "ok": 111, "skipped": 48, "nodes": 1, "cpu_median": 12.0,
+                          "machine_cpu_median": 24.0, "wall_median": 30.0},
+               "after": {"evaluated": 98, "ok": 83, "skipped": 15, "nodes": 1, "cpu_median": 8.0,
+                         "machine_cpu_median": 15.0, "wall_median": 20.0}}
     text = revisions.markdown({"when": "now", "before": "a9976b0", "after": "abc1234", "rounds": 3,
                                "summary": summary})
-    assert "| before (a9976b0) | 1 | 159 | 111 | 48 | 12.0 | 30.0 |" in text
+    assert "| before (a9976b0) | 1 | 159 | 111 | 48 | 12.0 | 24.0 | 30.0 |" in text
     assert "- tasks evaluated, after / before: 0.62" in text
     assert "- controller CPU, after / before: 0.67" in text
+    assert "- machine CPU (the node's side too), after / before: 0.62" in text
+
+
+def test_the_machine_s_busy_cpu_grows_with_work():
+    from bench.fleet.__main__ import busy_seconds
+
+    before = busy_seconds()
+    sum(range(3_000_000))
+    assert busy_seconds() > before

@@ -37,6 +37,14 @@ PLAY = """
       fake_gpu_facts:
     - name: Third read
       gpufleet.cloud.node_facts:
+    # As a step that installed packages reads them again.
+    - name: Packages only
+      gpufleet.cloud.node_facts:
+        packages_only: true
+    - name: Packages only, not a boolean
+      gpufleet.cloud.node_facts:
+        packages_only: maybe
+      ignore_errors: true
     # What node_facts reads from dpkg must be what package_facts reads
     # through apt.
     - name: Read the packages as package_facts does
@@ -178,32 +186,17 @@ def test_in_check_mode_the_packages_are_what_package_facts_reads(runs):
     assert {e["source"] for entries in ours.values() for e in entries} == {"dpkg"}
 
 
-NATIVE = "amd64\n"
+@pytest.mark.parametrize("mode", ["run", "check"])
+def test_packages_only_reads_the_packages_now_and_nothing_else(runs, mode):
+    needs(runs, mode)
+    only = runs[mode]["Packages only"]
+    # In a run too, though the node was read earlier in it.
+    assert set(only["ansible_facts"]) == {"packages"} and not only.get("changed"), sorted(only["ansible_facts"])
+    assert only["ansible_facts"]["packages"]["dpkg"][0]["source"] == "dpkg"
+    if mode == "check":
+        assert only["ansible_facts"]["packages"] == runs[mode]["First read"]["ansible_facts"]["packages"]
 
 
-def row(name, version="1.0-1", arch="amd64", status="ii "):
-    return "\t".join((name, version, arch, status)) + "\n"
-
-
-def test_dpkg_lists_what_has_a_version_on_the_node():
-    listed = node_facts.dpkg_packages(NATIVE + row("jq") + row("libjq1", status="hi ") + row("half", status="iU ")
-                                      + row("gone", status="rc ") + row("never", status="un ")
-                                      + row("nvidia-kernel-dkms", "535.309.01-1~deb12u1"))
-    assert sorted(listed) == ["half", "jq", "libjq1", "nvidia-kernel-dkms"]
-    assert listed["nvidia-kernel-dkms"] == [{"name": "nvidia-kernel-dkms", "version": "535.309.01-1~deb12u1",
-                                             "arch": "amd64", "source": "dpkg"}]
-
-
-def test_dpkg_names_another_architecture_as_apt_does_and_keeps_each_install():
-    listed = node_facts.dpkg_packages(NATIVE + row("libc6", "2.36-9", "amd64") + row("libc6", "2.36-9", "i386")
-                                      + row("tzdata", "2024a-0", "all") + row("dcgm", "1:4.4.1-1", "amd64"))
-    assert listed["libc6"][0]["arch"] == "amd64" and listed["libc6:i386"][0]["name"] == "libc6:i386"
-    assert listed["tzdata"][0]["arch"] == "all"
-    # The epoch stays in the version, as package_facts gives it.
-    assert listed["dcgm"][0]["version"] == "1:4.4.1-1"
-
-
-@pytest.mark.parametrize("stdout", ["", "\n" + row("jq"), NATIVE + "jq\t1.0-1\tamd64\n", NATIVE + "jq\t1.0-1\tamd64\tii \tutils\n"])
-def test_dpkg_output_it_cannot_read_is_an_error_never_no_packages(stdout):
-    with pytest.raises(ValueError):
-        node_facts.dpkg_packages(stdout)
+def test_a_packages_only_that_is_not_a_boolean_is_refused_by_name(runs):
+    refused = runs["run"]["Packages only, not a boolean"]
+    assert refused.get("failed") and "packages_only" in refused["msg"] and "maybe" in refused["msg"], refused

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.cloud.plugins.plugin_utils._action import run_read_only
-from ansible_collections.gpufleet.cloud.plugins.plugin_utils._dpkg import DPKG_QUERY, needs_apt
+from ansible_collections.gpufleet.cloud.plugins.plugin_utils._dpkg import install_read, needs_apt
 
 ARGUMENT_SPEC = {
     "name": {"type": "list", "elements": "str", "required": True},
@@ -38,7 +38,7 @@ class ActionModule(ActionBase):
         if not names:
             result.update(changed=False, apt_ran=False, msg="no package to install")
             return result
-        read = run_read_only(self, DPKG_QUERY, task_vars)
+        read = run_read_only(self, install_read(names), task_vars)
         try:
             left = needs_apt(names, read.get("stdout") or "") if not read.get("failed") else names
         except ValueError:

@@ -20,14 +20,22 @@ description:
     M(ansible.builtin.apt) opens apt's whole cache before it looks at a
     single package (0.4 to 0.6 s on a Debian node), in every run, converged
     or not.
-  - First reads dpkg's list of installed packages (C(dpkg-query)). When every
-    package of O(name) is installed (dpkg's status C(ii) or C(hi)), at the
-    version its name gives if it gives one, the task reports no change and
-    apt does not run.
-  - Otherwise, or where only apt can decide (a name or version pattern,
-    which apt may move to a newer match; C(>=); a list dpkg could not give),
-    M(ansible.builtin.apt) runs with the task's options, and its result is
-    the task's.
+  - First reads dpkg's list of installed packages (C(dpkg-query)), apt's
+    marks of what it installed as a dependency
+    (C(/var/lib/apt/extended_states)) and, for a version pattern
+    (C(nvidia-open-580=580.95.05*)), the versions apt knows of the package
+    (C(apt-cache policy)). apt does not run, and the task reports no
+    change, when every package of O(name) is installed (dpkg's status
+    C(ii) or C(hi)), marked as installed by hand, and at its version (the
+    one given, or, for a pattern, the only version apt knows that the
+    pattern matches).
+  - Otherwise M(ansible.builtin.apt) runs with the task's options, and its
+    result is the task's, where a package is missing or at another
+    version; where it was installed as a dependency (apt marks every
+    package a task names as installed by hand, even when it installs
+    nothing); where a pattern matches another version too (apt moves to
+    the newest match); for a name pattern or C(>=); and where the read
+    failed.
   - An action plugin; the read runs in check mode too, and changes nothing.
 author: gpufleet developers (@gpufleet)
 options:

@@ -73,3 +73,71 @@ def test_what_dpkg_cannot_vouch_for_is_left_to_apt(spec):
 def test_a_list_dpkg_did_not_give_is_an_error_never_installed():
     with pytest.raises(ValueError):
         _dpkg.needs_apt(["jq"], "")
+
+
+POLICY = """nvidia-open-580:
+  Installed: 580.95.05-1
+  Candidate: 580.95.05-1
+  Version table:
+ *** 580.95.05-1 1001
+        500 http://127.0.0.1:8089/cuda/debian12/x86_64  Packages
+        100 /var/lib/dpkg/status
+     580.82.07-1 500
+        500 http://127.0.0.1:8089/cuda/debian12/x86_64  Packages
+     570.195.03-1 500
+        500 http://127.0.0.1:8089/cuda/debian12/x86_64  Packages
+libnccl2:
+  Installed: 2.26.2-1+cuda12.8
+  Candidate: 2.27.7-1+cuda13.0
+  Version table:
+     2.27.7-1+cuda13.0 500
+        500 http://127.0.0.1:8089/cuda/debian12/x86_64  Packages
+ *** 2.26.2-1+cuda12.8 500
+        500 http://127.0.0.1:8089/cuda/debian12/x86_64  Packages
+        100 /var/lib/dpkg/status
+     2.26.2-2+cuda12.8 100
+        100 http://127.0.0.1:8089/old/debian12/x86_64  Packages
+"""
+AUTO = """Package: libjq1
+Architecture: amd64
+Auto-Installed: 1
+
+Package: jq
+Architecture: amd64
+Auto-Installed: 0
+
+Package: libc6
+Architecture: i386
+Auto-Installed: 1
+"""
+PATTERNED = (NATIVE + row("jq", "1.7.1-3") + row("libjq1", "1.7.1-3") + row("libc6", "2.36-9", "i386")
+             + row("nvidia-open-580", "580.95.05-1", status="hi ") + row("libnccl2", "2.26.2-1+cuda12.8", status="hi ")
+             + _dpkg.AUTO_MARK + "\n" + AUTO + _dpkg.POLICY_MARK + "\n" + POLICY)
+
+
+@pytest.mark.parametrize("spec, left", [
+    ("nvidia-open-580=580.95.05*", False),  # the only version the pattern matches is installed
+    ("nvidia-open-580=580.*", True),        # 580.82.07-1 matches too: apt takes the newest match
+    ("nvidia-open-580=570.*", True),        # the installed one does not match
+    ("libnccl2=2.26.2-1+cuda12.8*", False),  # the installed build is the only match
+    ("libnccl2=2.26.2*", True),             # another revision matches, from a lower-priority source
+    ("libnccl2=2.27.7*", True),
+    ("jq", False),                          # marked as installed by hand
+    ("libjq1", True),                       # installed as a dependency: apt marks it as installed by hand
+    ("libc6:i386", True),                   # the mark is the architecture's
+])
+def test_version_patterns_and_apt_s_marks(spec, left):
+    assert _dpkg.needs_apt([spec], PATTERNED) == ([spec] if left else [])
+
+
+def test_the_versions_apt_knows_are_read_from_its_version_table():
+    known = _dpkg.policy_versions(POLICY)
+    assert known == {"nvidia-open-580": ["580.95.05-1", "580.82.07-1", "570.195.03-1"],
+                     "libnccl2": ["2.27.7-1+cuda13.0", "2.26.2-1+cuda12.8", "2.26.2-2+cuda12.8"]}
+
+
+def test_the_read_asks_apt_cache_only_for_version_patterns():
+    script = _dpkg.install_read(["jq", "jq=1.7.1-3", "libnccl2=2.26*", "j?"])
+    assert _dpkg.DPKG_QUERY in script and "/var/lib/apt/extended_states" in script
+    assert script.endswith("apt-cache policy -- libnccl2")
+    assert "apt-cache" not in _dpkg.install_read(["jq", "jq=1.7.1-3"])

@@ -18,8 +18,8 @@ description:
   - What M(ansible.builtin.apt) does with O(state=present), without opening
     apt's cache on a node that has every package already.
     M(ansible.builtin.apt) opens apt's whole cache before it looks at a
-    single package (0.4 to 0.6 s on a Debian node), in every run, converged
-    or not.
+    single package (0.4 s and more on a Debian node), in every run,
+    converged or not.
   - First reads dpkg's list of installed packages (C(dpkg-query)), apt's
     marks of what it installed as a dependency
     (C(/var/lib/apt/extended_states)) and, for a version pattern

@@ -7,8 +7,8 @@ Python bindings open apt's whole cache (about 65,000 packages; 0.4 to 0.7 s
 a call on a test node).
 
 Private to gpufleet.cloud: gpufleet.cloud.node_facts reads the packages
-through it in check mode, gpufleet.cloud.apt_install to skip apt where
-everything is installed already.
+through it, gpufleet.cloud.apt_install (with apt's marks and apt-cache
+policy's version tables) to skip apt where apt would do nothing.
 """
 
 from __future__ import annotations

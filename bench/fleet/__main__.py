@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.interpreter.__main__ import with_busy_cpu
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 CACHE = ROOT / ".cache" / "bench" / "fleet"
@@ -74,25 +76,16 @@ def configs(folder: Path) -> dict[str, tuple[Path, dict[str, str]]]:
             "defaults": (defaults, {})}
 
 
-def busy_seconds() -> float:
-    """CPU-seconds the whole machine has spent busy since boot (/proc/stat):
-    the lab nodes' side too, which runs in containers outside argv's tree."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle and iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def measure(argv: list[str], env: dict[str, str], log: Path) -> dict:
     """Run argv to the end; wall, CPU (its whole waited-for tree) and the
-    machine's busy CPU over the run."""
-    with log.open("w") as out:
-        start, busy = time.monotonic(), busy_seconds()
-        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-        _pid, status, usage = os.wait4(process.pid, 0)
-        wall, busy = time.monotonic() - start, busy_seconds() - busy
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return {"rc": process.returncode, "wall": round(wall, 2), "cpu": round(usage.ru_utime + usage.ru_stime, 2),
-            "machine_cpu": round(busy, 2)}
+    machine's busy CPU over the run (the lab nodes' side too, which runs in
+    containers outside argv's tree)."""
+    def run() -> dict:
+        with log.open("w") as out:
+            process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+            _pid, status, usage = os.wait4(process.pid, 0)
+        return {"rc": os.waitstatus_to_exitcode(status), "cpu": round(usage.ru_utime + usage.ru_stime, 2)}
+    return with_busy_cpu(run)
 
 
 def run_env(config: tuple[Path, dict[str, str]], control_dir: Path) -> dict[str, str]:

@@ -74,7 +74,7 @@ def compare(before: str, rounds: int) -> dict:
     summary = {name: {"evaluated": r[0]["evaluated"], "ok": r[0]["ok"], "skipped": r[0]["skipped"],
                       "nodes": r[0]["nodes"],
                       "cpu_median": round(statistics.median(x["cpu"] for x in r), 2),
-                      "machine_cpu_median": round(statistics.median(x["machine_cpu"] for x in r), 2),
+                      "busy_cpu_median": round(statistics.median(x["busy_cpu"] for x in r), 2),
                       "wall_median": round(statistics.median(x["wall"] for x in r), 2)} for name, r in runs.items()}
     return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "before": before, "after": head,
             "rounds": rounds, "summary": summary, "runs": runs}
@@ -90,13 +90,13 @@ def markdown(results: dict) -> str:
         "| revision | nodes | tasks evaluated | ok | skipped | controller CPU s | machine CPU s | wall s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
         f"| before ({results['before']}) | {b['nodes']} | {b['evaluated']} | {b['ok']} | {b['skipped']} "
-        f"| {b['cpu_median']} | {b['machine_cpu_median']} | {b['wall_median']} |",
+        f"| {b['cpu_median']} | {b['busy_cpu_median']} | {b['wall_median']} |",
         f"| after ({results['after']}) | {a['nodes']} | {a['evaluated']} | {a['ok']} | {a['skipped']} "
-        f"| {a['cpu_median']} | {a['machine_cpu_median']} | {a['wall_median']} |",
+        f"| {a['cpu_median']} | {a['busy_cpu_median']} | {a['wall_median']} |",
         "",
         f"- tasks evaluated, after / before: {a['evaluated'] / b['evaluated']:.2f}",
         f"- controller CPU, after / before: {a['cpu_median'] / b['cpu_median']:.2f}",
-        f"- machine CPU (the node's side too), after / before: {a['machine_cpu_median'] / b['machine_cpu_median']:.2f}",
+        f"- machine CPU (the node's side too), after / before: {a['busy_cpu_median'] / b['busy_cpu_median']:.2f}",
         f"- wall, after / before: {a['wall_median'] / b['wall_median']:.2f}",
     ]
     return "\n".join(lines) + "\n"

@@ -17,7 +17,7 @@ def runs_print(monkeypatch, tmp_path):
     def fake(changed):
         def measure(argv, env, log):
             log.write_text(RECAP.format(changed=changed))
-            return {"rc": 0, "wall": 20.0, "cpu": 8.0, "machine_cpu": 14.0}
+            return {"rc": 0, "wall": 20.0, "cpu": 8.0, "busy_cpu": 14.0}
         monkeypatch.setattr(revisions, "measure", measure)
     return fake
 
@@ -36,9 +36,9 @@ def test_a_run_that_changed_something_is_not_a_figure(runs_print, tmp_path):
 
 def test_the_report_gives_ratios_within_the_run():
     summary = {"before": {"evaluated": 159, "ok": 111, "skipped": 48, "nodes": 1, "cpu_median": 12.0,
-                          "machine_cpu_median": 24.0, "wall_median": 30.0},
+                          "busy_cpu_median": 24.0, "wall_median": 30.0},
                "after": {"evaluated": 98, "ok": 83, "skipped": 15, "nodes": 1, "cpu_median": 8.0,
-                         "machine_cpu_median": 15.0, "wall_median": 20.0}}
+                         "busy_cpu_median": 15.0, "wall_median": 20.0}}
     text = revisions.markdown({"when": "now", "before": "a9976b0", "after": "abc1234", "rounds": 3,
                                "summary": summary})
     assert "| before (a9976b0) | 1 | 159 | 111 | 48 | 12.0 | 24.0 | 30.0 |" in text
@@ -47,9 +47,9 @@ def test_the_report_gives_ratios_within_the_run():
     assert "- machine CPU (the node's side too), after / before: 0.62" in text
 
 
-def test_the_machine_s_busy_cpu_grows_with_work():
-    from bench.fleet.__main__ import busy_seconds
+def test_a_measured_run_has_its_exit_status_cpu_and_the_machine_s_busy_cpu(tmp_path):
+    from bench.fleet.__main__ import measure
 
-    before = busy_seconds()
-    sum(range(3_000_000))
-    assert busy_seconds() > before
+    figures = measure(["sh", "-c", "echo ran; exit 3"], {"PATH": "/usr/bin:/bin"}, tmp_path / "run.log")
+    assert figures["rc"] == 3 and (tmp_path / "run.log").read_text() == "ran\n"
+    assert set(figures) == {"rc", "cpu", "wall", "busy_cpu"} and figures["busy_cpu"] >= 0

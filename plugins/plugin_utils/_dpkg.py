@@ -65,7 +65,7 @@ def dpkg_packages(stdout):
     return packages
 
 
-# The sections of INSTALL_READ's output, each after its own line.
+# The sections of install_read()'s output, each after its own line.
 AUTO_MARK = "== apt extended_states =="
 POLICY_MARK = "== apt-cache policy =="
 VERSION_LINE = re.compile(r"^ (?:\*\*\*| {3}) (\S+) -?\d+$")
@@ -82,7 +82,7 @@ def parse_spec(spec):
 
 
 def install_read(specs):
-    """The shell script whose output apt_decision reads for `specs`: dpkg's
+    """The shell script whose output needs_apt reads for `specs`: dpkg's
     list, apt's marks of what it installed as a dependency, and, for specs
     with a version pattern, the versions apt knows of each (apt-cache
     policy, a few hundredths of a second: it does not build apt's whole

@@ -211,11 +211,14 @@ lab-test: venv collections images
 # driver upgrade, bad input, SSH lockout; free ports, uniquely named nodes).
 # STAGES="... lab-fleet+lab-roles ..." runs them side by side.
 # lab-roles runs its test files on LAB_ROLES_JOBS workers (--dist loadfile:
-# a file's module-scoped node, such as a bad-input run, stays on one
-# worker; the KMS image is built once and shared, storage_nodes.py). One
-# worker drove one node at a time and was the longer half by 130 s; the
-# bad-input modules (~170 s) came back from the fleet half with the second
-# worker.
+# a file's module-scoped node stays on one worker; the KMS image and the
+# roles' bad-input run are made once and shared, storage_nodes.py and
+# roles/bad_input.py). One worker drove one node at a time and was the
+# longer half by 130 s. --no-loadscope-reorder keeps the files in the order
+# tests/integration/conftest.py gives them (the longest first, the shared
+# bad-input run's tests after them): pytest-xdist otherwise hands out the
+# files with the most tests first, which put the bad-input tests first,
+# waiting on the run.
 LAB_ROLES_JOBS ?= 2
 # test_installed_cli.py first: its own one-node lab takes the shared fleet's
 # container names and ports, so it is up and down before that fleet is made.
@@ -238,7 +241,7 @@ lab-guard: venv collections images
 	@$(call timed,lab-guard,$(LAB_PYTEST) $(LAB_GUARD_TESTS))
 lab-roles: venv collections images
 	@$(call timed,lab-roles,$(LAB_PYTEST) $(call junit,lab-roles) tests/integration $(addprefix --ignore=,$(LAB_FLEET_TESTS)) \
-	  $(if $(filter-out 1,$(LAB_ROLES_JOBS)),-n $(LAB_ROLES_JOBS) --dist loadfile))
+	  $(if $(filter-out 1,$(LAB_ROLES_JOBS)),-n $(LAB_ROLES_JOBS) --dist loadfile --no-loadscope-reorder))
 
 # ansible-inventory against the four cloud emulators (moto and loopback
 # servers); needs no podman.

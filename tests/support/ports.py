@@ -10,3 +10,11 @@ def free_port(address: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((address, 0))
         return sock.getsockname()[1]
+
+
+# An address where connections are refused and stay refused: nothing
+# listens on the loopback's discard port, and the tests' servers take the
+# kernel's ephemeral ports. A stopped server's own port is not that: the
+# kernel may hand it to another test's server (on another pytest worker)
+# at once, which then answers.
+REFUSED_URL = "http://127.0.0.1:9"

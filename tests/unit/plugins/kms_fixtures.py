@@ -8,6 +8,7 @@ import contextlib
 import pytest
 
 from tests.emulators import kms_aliyun, kms_common, kms_huawei, kms_tencent
+from tests.support.ports import REFUSED_URL
 
 CREDS = {"access_key": "AKIDunittest", "secret_key": "unit-test-secret", "timeout": 3}
 EMULATORS = {
@@ -42,8 +43,8 @@ def provider_kms(provider, monkeypatch):
             kms = Kms("aws", {"region": "us-east-1"}, keys, None, None)
 
             def stop():
-                # moto answers in-process; a closed port on loopback does not.
-                kms.connection["endpoint"] = "http://127.0.0.1:9"
+                # moto answers in-process; a refused address does not.
+                kms.connection["endpoint"] = REFUSED_URL
 
             kms.stop = stop
             yield kms
@@ -56,6 +57,7 @@ def provider_kms(provider, monkeypatch):
         def stop():
             server.shutdown()
             server.server_close()
+            conn["endpoint"] = REFUSED_URL
 
         yield Kms(provider, conn, ["key-one", "key-two"], stop, server.keyring.disabled.add)
 

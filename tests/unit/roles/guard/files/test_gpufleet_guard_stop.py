@@ -16,6 +16,7 @@ from gpufleet.lab._cloud.aliyun import AliyunEmulator
 from tests.emulators.aws import AwsEmulator
 from tests.emulators.huawei import HuaweiEmulator
 from tests.emulators.tencent import TencentEmulator
+from tests.support.ports import REFUSED_URL
 
 from ...conftest import ROOT, load_helper
 
@@ -114,9 +115,8 @@ def test_a_cloud_that_does_not_answer_in_time_says_try_again(cloud, tmp_path, ca
 
 def test_nothing_listening_says_try_again(cloud, tmp_path, capsys):
     _name, emulator, _inst, config = cloud
-    url = emulator.url
     emulator.stop()
-    code, report = run(dict(config, endpoint=url), tmp_path, capsys)
+    code, report = run(dict(config, endpoint=REFUSED_URL), tmp_path, capsys)
     assert (code, report["outcome"]) == (1, "retry"), report
 
 

@@ -14,6 +14,7 @@ import pytest
 from tests.integration.nvidia_repos_node import CUDA_MIRROR, held, installed, serve_nvidia_repos
 from tests.integration.roles.bad_input import assert_case_refused, run_cases
 from tests.support.nodes import node_exec, recap, run_roles
+from tests.support.ports import REFUSED_URL
 
 pytestmark = pytest.mark.lab
 
@@ -109,8 +110,8 @@ BAD = {
     "key not pinned": ({"dcgm_repo_key_fingerprints": ["EB693B3035CD5710E231E123A4B469963BF863CC"]},
                        "dcgm_repo_key_fingerprints", "which is not pinned"),
     # Nothing listens on port 9 of the node's loopback.
-    "unreachable mirror": ({"dcgm_source": "mirror", "dcgm_mirror_url": "http://127.0.0.1:9/cuda"},
-                           "dcgm_mirror_url", "127.0.0.1:9"),
+    "unreachable mirror": ({"dcgm_source": "mirror", "dcgm_mirror_url": f"{REFUSED_URL}/cuda"},
+                           "dcgm_mirror_url", REFUSED_URL.removeprefix("http://")),
     "mirror without a URL": ({"dcgm_source": "mirror"}, "dcgm_mirror_url",
                              "http(s) base URL of the mirror"),
     "no driver to tell the CUDA major": ({"dcgm_cuda_major": 0}, "dcgm_cuda_major",

@@ -22,6 +22,7 @@ import pytest
 from tests.integration.nvidia_repos_node import CUDA_MIRROR, break_copies, held, installed, serve_nvidia_repos
 from tests.integration.roles.bad_input import assert_case_refused, run_cases
 from tests.support.nodes import node_exec, recap, run_roles
+from tests.support.ports import REFUSED_URL
 
 pytestmark = pytest.mark.lab
 
@@ -127,7 +128,7 @@ BAD = {
                        "nvidia_driver_repo_key_fingerprints", "is not pinned"),
     "not a fingerprint": ({"nvidia_driver_repo_key_fingerprints": ["3BF863CC"]}, "nvidia_driver_repo_key_fingerprints",
                           "is not a key fingerprint"),
-    "unreachable mirror": ({"nvidia_driver_mirror_url": "http://127.0.0.1:9/cuda"}, "nvidia_driver_mirror_url",
+    "unreachable mirror": ({"nvidia_driver_mirror_url": f"{REFUSED_URL}/cuda"}, "nvidia_driver_mirror_url",
                            "cannot be fetched"),
     # The other key pinned and served (TOOLKIT_KEY: the toolkit copy's key), the Release signed by the CUDA copy's.
     "signed by another key": ({"nvidia_driver_mirror_url": "http://127.0.0.1:8089/resigned",

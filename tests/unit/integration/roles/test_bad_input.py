@@ -16,7 +16,14 @@ import pytest
 
 from tests.integration.roles import bad_input
 
-ROLES = {"gpufleet.cloud.baseline": {"inputs": {"bad": {"baseline_nofile": "lots"}}, "files": [], "packages": []}}
+ROLES = {"gpufleet.cloud.baseline": {"inputs": {"bad": {"baseline_nofile": "lots"}}, "files": [], "packages": []},
+         "gpufleet.cloud.security": {"inputs": {"bad": {"security_ssh_port": "x"}}, "files": [], "packages": []}}
+# One run's output, which holds every role's cases.
+OUTPUT = "PLAY [every role's bad input] ... the run's whole output"
+
+
+def outcome(role):
+    return {"rc": 2, "output": OUTPUT, "cases": {"bad": {"stats": {"failures": 1}, "text": role}}, "left_behind": []}
 
 
 @contextlib.contextmanager
@@ -30,7 +37,7 @@ def stand_in_run(calls):
         with open(calls, "a", encoding="utf-8") as handle:
             handle.write(f"{node} {workdir.name}\n")
         time.sleep(0.5)  # long enough for the other worker to arrive while it runs
-        return {"gpufleet.cloud.baseline": {"rc": 2, "output": "", "cases": {}, "left_behind": []}}
+        return {role: outcome(role) for role in ROLES}
     return run
 
 
@@ -54,17 +61,19 @@ def test_two_workers_share_one_run_and_both_get_its_outcomes(tmp_path):
         process.join(timeout=60)
         assert process.exitcode == 0
     assert calls.read_text().splitlines() == ["node-1 bad-input"]
-    assert results[0] == results[1] and set(results[0]) == {"gpufleet.cloud.baseline"}
+    assert results[0] == results[1] == {role: outcome(role) for role in ROLES}
 
 
 def test_a_worker_that_started_nothing_runs_it_itself(tmp_path, monkeypatch):
     calls = tmp_path / "calls"
     monkeypatch.setattr(bad_input, "REGISTERED", dict(ROLES))
     monkeypatch.setattr(bad_input, "run_every_role", stand_in_run(calls))
-    assert set(bad_input.every_role_outcome(tmp_path, stand_in_node)) == {"gpufleet.cloud.baseline"}
-    # Asked again, it reads what the first ask wrote.
-    bad_input.every_role_outcome(tmp_path, stand_in_node)
+    assert bad_input.every_role_outcome(tmp_path, stand_in_node) == {role: outcome(role) for role in ROLES}
+    # Asked again, it reads what the first ask wrote: each role's outcome
+    # with the run's output, which the file holds once.
+    assert bad_input.every_role_outcome(tmp_path, stand_in_node) == {role: outcome(role) for role in ROLES}
     assert calls.read_text().splitlines() == ["node-1 bad-input"]
+    assert (tmp_path / "bad-input-outcomes.json").read_text().count(OUTPUT) == 1
 
 
 def test_a_run_that_failed_fails_every_bad_input_test_with_its_reason(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.cloud.plugins.modules import apt_repo
+from tests.support.ports import REFUSED_URL
 
 INDEX = """Package: nvidia-open-570
 Version: 570.195.03-1
@@ -132,7 +133,7 @@ def test_a_malformed_pin_names_the_variable(repo, capsys, bad):
 
 
 def test_an_unreachable_key_names_the_url_variable(repo, capsys):
-    out = run(capsys, key_url="http://127.0.0.1:9/3bf863cc.pub", key_fingerprints=[repo["real"]],
+    out = run(capsys, key_url=f"{REFUSED_URL}/3bf863cc.pub", key_fingerprints=[repo["real"]],
               url_var="nccl_mirror_url", timeout=5)
     assert out["failed"] and out["msg"].startswith("nccl_mirror_url:") and "cannot be fetched" in out["msg"]
 

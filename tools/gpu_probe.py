@@ -242,6 +242,7 @@ def load_health():
     next to it; in the checkout it is plugins/module_utils."""
     load_parser()
     load_by_path("gpufleet_textfile", MODULE_UTILS / "textfile.py")
+    load_by_path("gpufleet_gpu_faults", MODULE_UTILS / "_gpu_faults.py")
     return load_by_path("gpufleet_health", HEALTH_SCRIPT)
 
 

@@ -14,6 +14,7 @@ import numbers
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cloud.plugins.module_utils._gpu_faults import policy_problems
 from ansible_collections.gpufleet.cloud.plugins.test.network import ip_network
 
 _SYSCTL_NAME = re.compile(r"^[a-z0-9_]+([./][A-Za-z0-9_*-]+)+$")
@@ -70,11 +71,18 @@ def sysctl_invalid_values(params) -> list:
             + [name for name, value in items if isinstance(value, str) and not _SYSCTL_VALUE.match(value)])
 
 
+def fault_policy_problems(classes, codes) -> list:
+    """node_health's fault policies (by class, by XID code): one sentence
+    per problem, naming its entry; the node's check refuses the same."""
+    return policy_problems(classes, codes)
+
+
 class FilterModule:
     """The roles' structural input checks."""
 
     def filters(self):
         return {
+            "fault_policy_problems": fault_policy_problems,
             "invalid_by_option": invalid_by_option,
             "sysctl_invalid_names": sysctl_invalid_names,
             "sysctl_invalid_values": sysctl_invalid_values,

@@ -35,10 +35,11 @@ import sys
 import time
 from pathlib import Path
 
-# The node-side library (gpufleet_nvidia_smi.py, gpufleet_process.py,
-# gpufleet_textfile.py) is installed next to this script by _common's
-# node_library step.
+# The node-side library (gpufleet_gpu_faults.py, gpufleet_nvidia_smi.py,
+# gpufleet_process.py, gpufleet_textfile.py) is installed next to this
+# script by _common's node_library step.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpufleet_gpu_faults as faults  # noqa: E402  pylint: disable=wrong-import-position
 import gpufleet_process as process  # noqa: E402  pylint: disable=wrong-import-position
 from gpufleet_nvidia_smi import query_gpus as nvidia_smi_query  # noqa: E402  pylint: disable=wrong-import-position
 from gpufleet_textfile import gauge, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
@@ -57,8 +58,8 @@ QUERY = [
     "pcie.link.width.max",
     "pstate",
 ]
-# nvidia-smi's exit codes for "no driver answered" and "no device found".
-XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+)")
+# The kernel log is not read where no GPU is expected or present.
+NOT_READ = "not read: no GPU expected or present"
 BUSBW_LINE = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<value>[0-9.]+)")
 # PCI class codes of NVIDIA GPUs: VGA controller and 3D controller.
 GPU_PCI_CLASSES = ("0x0300", "0x0302")
@@ -205,13 +206,32 @@ def check_pcie(enabled: bool, gpus: list) -> dict:
     return result("pcie_link", "pass", f"PCIe width and speed at their maximum on all {len(gpus)} GPU(s)")
 
 
-def read_kernel_log(window_minutes: int) -> tuple[str | None, str]:
-    """(text, source); text None when no kernel log is readable. journald
-    with no kernel message at all for this boot means it cannot see the
-    kernel log (a container), not that the kernel said nothing."""
+def boot_time(stat: Path = Path("/proc/stat")) -> float | None:
+    """When the node booted (Unix time), for dmesg's seconds since boot."""
+    try:
+        for line in stat.read_text().splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def read_kernel_log(window_minutes: int, path: str = "") -> tuple[str | None, str]:
+    """(text, source); text None when no kernel log is readable. `path`: a
+    file to read instead (a syslog kern.log), each line with its time.
+    journald with no kernel message at all for this boot means it cannot
+    see the kernel log (a container), not that the kernel said nothing."""
+    if path:
+        try:
+            return Path(path).read_text(encoding="utf-8", errors="replace"), path
+        except OSError as err:
+            return None, f"the kernel log {path} is not readable ({err.strerror})"
     rc, out = run(["journalctl", "-k", "-b", "-n", "1", "-q", "--no-pager"], timeout=30)
     if rc == 0 and out.strip():
-        rc, out = run(["journalctl", "-k", "-q", "--no-pager", "-o", "cat", f"--since=-{window_minutes}min"], timeout=60)
+        # With each line's time: a fault's window may be shorter than the read.
+        rc, out = run(["journalctl", "-k", "-q", "--no-pager", "-o", "short-unix", f"--since=-{window_minutes}min"],
+                      timeout=60)
         if rc == 0:
             return out, f"journald, last {window_minutes} min"
     rc, out = run(["dmesg"], timeout=30)
@@ -220,19 +240,35 @@ def read_kernel_log(window_minutes: int) -> tuple[str | None, str]:
     return None, "no kernel log is readable here (journald has no kernel messages and dmesg fails)"
 
 
-def check_xid(window_minutes: int, ignore: list[int], applies: bool, no_gpu_reason: str) -> tuple[dict, dict]:
+def read_xid_events(window_minutes: int, path: str) -> tuple[list[dict] | None, str]:
+    """Every XID line of the kernel log read `window_minutes` back (each
+    with its time; see gpufleet_gpu_faults.xid_events), and the source;
+    None when no kernel log is readable."""
+    text, source = read_kernel_log(window_minutes, path)
+    if text is None:
+        return None, source
+    return faults.xid_events(text, boot_time()), source
+
+
+def check_xid(read: tuple[list[dict] | None, str], window_minutes: int, ignore: list[int], applies: bool,
+              no_gpu_reason: str, now: float) -> tuple[dict, dict]:
+    """The xid check over read_xid_events()' lines within its own window
+    (an undated line counts); each code named with its catalogue class."""
     if not applies:
         return result("xid", "skip", no_gpu_reason), {}
-    text, source = read_kernel_log(window_minutes)
-    if text is None:
+    lines, source = read
+    if lines is None:
         return result("xid", "unknown", source), {}
+    since = now - window_minutes * 60
     events: dict[tuple[str, str], int] = {}
-    for match in XID_LINE.finditer(text):
-        key = (match["pci"], match["xid"])
-        events[key] = events.get(key, 0) + 1
+    for line in lines:
+        if line["time"] is None or line["time"] >= since:
+            key = (line["pci"], str(line["code"]))
+            events[key] = events.get(key, 0) + 1
     counted = {key: n for key, n in events.items() if int(key[1]) not in ignore}
     if counted:
-        summary = ", ".join(f"XID {xid} on {pci} x{n}" for (pci, xid), n in sorted(counted.items()))
+        summary = ", ".join(f"XID {xid} ({faults.XID_CATALOGUE.get(int(xid), faults.UNKNOWN)}) on {pci} x{n}"
+                            for (pci, xid), n in sorted(counted.items()))
         return result("xid", "fail", f"{summary} ({source})"), events
     note = f"; ignored: {sorted({int(key[1]) for key in events})}" if events else ""
     return result("xid", "pass", f"no XID events ({source}){note}"), events
@@ -255,7 +291,42 @@ def check_nccl(cfg: dict, requested: bool, gpus: list) -> tuple[dict, float | No
     return result("nccl_busbw", outcome, f"all_reduce bus bandwidth {busbw} GB/s, minimum {minimum}"), busbw
 
 
-def run_checks(cfg: dict, nccl: bool) -> dict:
+def fault_events(read: tuple[list[dict] | None, str], checks: list[dict], expected, smi: tuple[str, str, list],
+                 ecc_limit: int, now: float) -> list[dict]:
+    """The faults gpufleet_gpu_faults classifies: each XID line read; a GPU
+    the inventory promises that nvidia-smi does not list; each GPU whose
+    uncorrectable ECC errors failed the ecc check. A kernel log that
+    should have been read and was not, and promised GPUs nvidia-smi could
+    not be asked about, are faults of an unknown kind: seen, never acted
+    on."""
+    lines, source = read
+    status, detail, gpus = smi
+    events = [{"kind": "xid", **line} for line in lines or []]
+    if lines is None and source != NOT_READ:
+        events.append({"kind": "kernel_log_unreadable", "code": None, "pci": "", "time": now, "detail": source})
+    by_check = {c["check"]: c for c in checks}
+    if by_check["gpu_count"]["result"] == "fail" and expected is not None and len(gpus) < devices_expected(expected):
+        if status in ("ok", "no_gpu"):
+            events.append({"kind": "gpu_missing", "code": None, "pci": "", "time": now,
+                           "detail": by_check["gpu_count"]["detail"]})
+        else:
+            events.append({"kind": "gpus_unreadable", "code": None, "pci": "", "time": now,
+                           "detail": f"nvidia-smi: {status}{': ' + detail if detail else ''}"})
+    ecc = by_check.get("ecc", {})
+    if ecc.get("result") == "fail":
+        bus = {g["index"]: g["pci.bus_id"] for g in gpus}
+        for gpu, count in sorted(ecc["data"].get("uncorrected", {}).items()):
+            if count > ecc_limit:
+                events.append({"kind": "ecc_uncorrectable", "code": None, "pci": bus.get(gpu, gpu), "time": now})
+    return events
+
+
+def run_checks(cfg: dict, nccl: bool, now: float | None = None) -> dict:
+    now = time.time() if now is None else now
+    classes, codes = cfg.get("fault_policy", {}), cfg.get("xid_policy", {})
+    problems = faults.policy_problems(classes, codes)
+    if problems:
+        raise ValueError("; ".join(problems))
     expected = expected_count(cfg["expected_gpu_count"])
     status, detail, gpus = query_gpus(cfg["nvidia_smi"])
     on_pci = pci_gpus()
@@ -269,10 +340,13 @@ def run_checks(cfg: dict, nccl: bool) -> dict:
         no_gpu = f"could not check: the inventory does not know this node's GPUs and none answered ({status})"
     else:
         no_gpu = f"could not check: the inventory promises {expected} GPU(s) and none answered ({status})"
-    # An unknown count may hide GPUs: their kernel log is read all the same.
-    xid, events = check_xid(
-        int(cfg["xid_window_minutes"]), [int(x) for x in cfg["xid_ignore"]], expected != 0 or bool(gpus), no_gpu
-    )
+    # An unknown count may hide GPUs: their kernel log is read all the same,
+    # as far back as the check or any fault's window needs.
+    xid_window = int(cfg["xid_window_minutes"])
+    read = (None, NOT_READ) if not (expected != 0 or gpus) else \
+        read_xid_events(max(xid_window, faults.longest_window(classes, codes)), cfg.get("kernel_log", ""))
+    xid, events = check_xid(read, xid_window, [int(x) for x in cfg["xid_ignore"]], expected != 0 or bool(gpus),
+                            no_gpu, now)
     busbw = None
     if gpu_checks_apply:
         checks += [
@@ -293,7 +367,7 @@ def run_checks(cfg: dict, nccl: bool) -> dict:
     overall = "fail" if "fail" in outcomes else ("unknown" if "unknown" in outcomes else "pass")
     return {
         "node": socket.gethostname(),
-        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "time": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(timespec="seconds"),
         "status": overall,
         "gpus_expected": expected,
         "gpu_devices_expected": devices_expected(expected),
@@ -302,6 +376,9 @@ def run_checks(cfg: dict, nccl: bool) -> dict:
         "pci_nvidia_gpus": on_pci,
         "checks": checks,
         "xid_events": [{"pci": pci, "xid": int(xid), "count": n} for (pci, xid), n in sorted(events.items())],
+        # Report only: what each fault's class asks for, and whether its
+        # count reached the threshold (gpufleet_gpu_faults; docs/node-doctor.md).
+        "faults": faults.classify(fault_events(read, checks, expected, (status, detail, gpus), int(cfg["ecc_max_uncorrected"]), now), now, classes, codes),
         "nccl_busbw_gbps": busbw,
     }
 
@@ -316,6 +393,14 @@ def metrics(report: dict, now: float) -> str:
     lines += gauge("gpufleet_health_gpus_found", "GPUs nvidia-smi reports on this node.", [({}, report["gpus_found"])])
     lines += gauge("gpufleet_health_xid_events", "XID lines in the kernel log within the check's window.",
                    [({"pci": e["pci"], "xid": e["xid"]}, e["count"]) for e in report["xid_events"]])
+    labels = [({"kind": f["kind"], "code": "" if f["code"] is None else f["code"], "pci": f["pci"],
+                "class": f["class"], "step": f["step"]}, f) for f in report["faults"]]
+    lines += gauge("gpufleet_health_fault_count",
+                   "Occurrences of a GPU fault within its class's window (unknown: since the oldest line read).",
+                   [(label, f["count"]) for label, f in labels])
+    lines += gauge("gpufleet_health_fault_tripped",
+                   "1 when a fault's count reached its class's threshold; never for an unknown class.",
+                   [(label, f["tripped"]) for label, f in labels])
     if report["nccl_busbw_gbps"] is not None:
         lines += gauge("gpufleet_health_nccl_busbw_gbps", "all_reduce_perf average bus bandwidth, GB/s.",
                        [({}, str(report["nccl_busbw_gbps"]))])
@@ -331,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cfg = json.loads(Path(args.config).read_text(encoding="utf-8"))
     now = time.time()
-    report = run_checks(cfg, args.nccl or bool(cfg["nccl"].get("on_timer")))
+    report = run_checks(cfg, args.nccl or bool(cfg["nccl"].get("on_timer")), now)
     text = json.dumps(report, indent=2) + "\n"
     write_atomic(cfg["report"], text)
     write_atomic(cfg["textfile"], metrics(report, now))

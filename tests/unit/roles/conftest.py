@@ -3,10 +3,9 @@ roles/*/files and are not a package): load them by path, make their imports
 resolve as they do on a node, and stand in for nvidia-smi where no GPU is.
 
 On a node, the gpufleet_kms package is the collection's module_utils (the
-_kms_client role copies it there), and gpufleet_textfile, gpufleet_clouds,
-gpufleet_nvidia_smi and gpufleet_process are plugins/module_utils/textfile.py,
-_clouds.py, _nvidia_smi.py and _process.py, which _common's node_library
-step installs for the scripts."""
+_kms_client role copies it there), and the gpufleet_* modules the scripts
+import are the plugins/module_utils files that _common's node_library step
+installs (__common_node_library_files)."""
 
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ import types
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
@@ -69,10 +69,11 @@ def load_script(relative: str):
 
 # gpufleet_storage imports gpufleet_kms_cli by name, as it does on a node.
 load_helper("_kms_client", "gpufleet_kms_cli.py", "gpufleet_kms_cli")
-_load("gpufleet_textfile", MODULE_UTILS / "textfile.py")
-_load("gpufleet_process", MODULE_UTILS / "_process.py")
-_load("gpufleet_clouds", MODULE_UTILS / "_clouds.py")
-_load("gpufleet_nvidia_smi", MODULE_UTILS / "_nvidia_smi.py")
+# The node-side library under its names on a node, from the list _common
+# installs it by.
+for _file in yaml.safe_load((ROOT / "roles" / "_common" / "vars" / "main.yml").read_text())[
+        "__common_node_library_files"]:
+    _load(Path(_file["dest"]).stem, MODULE_UTILS / _file["src"])
 
 
 @pytest.fixture

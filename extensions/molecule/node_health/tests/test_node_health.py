@@ -3,6 +3,8 @@ honestly it reports what a GPU-less container cannot show."""
 
 from __future__ import annotations
 
+import base64
+import datetime
 import json
 
 import pytest
@@ -64,6 +66,59 @@ def test_a_promised_gpu_the_node_lacks_is_a_failure(host, major, report):
     assert "could not check" in checks["driver_version"]["detail"]
     # A container cannot read the kernel log: the XID check says that.
     assert "no kernel log is readable" in checks["xid"]["detail"]
+
+
+def test_what_could_not_be_read_is_an_unknown_fault_never_a_tripped_one(host, major, report):
+    data = report[1]
+    if major == 12:
+        # No GPU expected or present: no kernel log read, no fault.
+        assert data["faults"] == []
+        return
+    faults = {f["kind"]: f for f in data["faults"]}
+    assert set(faults) == {"kernel_log_unreadable", "gpus_unreadable"}, data["faults"]
+    for fault in faults.values():
+        assert (fault["class"], fault["step"], fault["tripped"]) == ("unknown", "none", False), fault
+    metrics = assert_file(host, METRICS)
+    assert ('gpufleet_health_fault_tripped{kind="gpus_unreadable",code="",pci="",class="unknown",step="none"} 0'
+            in metrics)
+
+
+def test_faults_in_a_kern_log_are_classified_by_the_installed_library(host, major):
+    """The node's own script and library (gpufleet_gpu_faults.py, which
+    _common installed) on lines shaped like the driver's, with syslog's
+    times: a code of the catalogue trips its class, an application error
+    below its threshold does not, a code past the catalogue is unknown."""
+    if major != 13:
+        pytest.skip("the Debian 13 node is the one the inventory gives GPUs")
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def line(minutes_ago, text):
+        return f"{(now - datetime.timedelta(minutes=minutes_ago)).isoformat()} node kernel: NVRM: Xid {text}"
+
+    log = "\n".join([
+        line(5, "(PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."),
+        line(3, "(PCI:0000:3b:00): 13, pid=4242, name=python3, Graphics Exception: ESR 0x50e648=0x0"),
+        line(2, "(PCI:0000:3b:00): 240, pid=1, a code no catalogue lists"),
+        line(90, "(PCI:0000:3b:00): 119, pid=1, Timeout after 6s of waiting for RPC response from GPU0 GSP!"),
+    ]) + "\n"
+    config = json.loads(host.file("/etc/gpufleet/health.json").content_string)
+    config.update(kernel_log="/tmp/gft-kern.log", report="/tmp/gft-report.json", textfile="/tmp/gft.prom")
+    for path, text in (("/tmp/gft-kern.log", log), ("/tmp/gft-health.json", json.dumps(config))):
+        encoded = base64.b64encode(text.encode()).decode()
+        assert host.run(f"echo {encoded} | base64 -d > {path}").rc == 0
+    run = host.run("python3 /usr/local/lib/gpufleet/gpufleet-health.py --config /tmp/gft-health.json")
+    assert run.rc == 1, run.stderr  # the promised GPUs are missing, and XID 79
+    data = json.loads(host.file("/tmp/gft-report.json").content_string)
+    rows = {(f["kind"], f["code"]): (f["class"], f["count"], f["tripped"]) for f in data["faults"]}
+    assert rows == {
+        ("xid", 79): ("RESTART_BM", 1, True),
+        ("xid", 13): ("RESTART_APP", 1, False),
+        ("xid", 240): ("unknown", 1, False),
+        ("xid", 119): ("RESET_GPU", 0, False),
+        ("gpus_unreadable", None): ("unknown", 1, False),
+    }, data["faults"]
+    checks = {c["check"]: c for c in data["checks"]}
+    assert "XID 79 (RESTART_BM) on 0000:3b:00 x1" in checks["xid"]["detail"]
 
 
 def test_results_are_metrics(host, report):

@@ -29,6 +29,20 @@ CASES = {
     "bad driver pin": ({"node_health_driver_version": "r550"}, "node_health_driver_version"),
     "negative ECC limit": ({"node_health_ecc_max_uncorrected": -1}, "node_health_ecc_max_uncorrected"),
     "wrong element type": ({"node_health_xid_ignore": ["seventy-nine"]}, "node_health_xid_ignore"),
+    # The fault policies (gpufleet.cloud.fault_policy_problems): each names its entry.
+    "fault class not in the catalogue": ({"node_health_fault_policy": {"RESTART_APPS": {"threshold": 5}}},
+                                         "node_health_fault_policy.RESTART_APPS", "is not a class"),
+    "fault threshold of 0": ({"node_health_fault_policy": {"RESET_GPU": {"threshold": 0}}},
+                             "node_health_fault_policy.RESET_GPU.threshold", "must be a whole number from 1"),
+    "fault policy with an unknown key": ({"node_health_fault_policy": {"RESET_GPU": {"limit": 2}}},
+                                         "node_health_fault_policy.RESET_GPU", "'limit' is not one of"),
+    "XID policy for a code that is no number": ({"node_health_xid_policy": {"xid79": {"threshold": 2}}},
+                                                "node_health_xid_policy.xid79", "is not an XID code"),
+    "XID policy with a class not in the catalogue": ({"node_health_xid_policy": {79: {"class": "REBOOT"}}},
+                                                     "node_health_xid_policy.79.class", "is not a class"),
+    "XID policy window of 0": ({"node_health_xid_policy": {79: {"window_minutes": 0}}},
+                               "node_health_xid_policy.79.window_minutes", "must be a whole number from 1"),
+    "kernel log path not absolute": ({"node_health_kernel_log_path": "kern.log"}, "node_health_kernel_log_path"),
 }
 
 

@@ -39,4 +39,14 @@ def test_kernel_parameter_values_that_are_not_plain_come_first_by_type_then_by_t
 
 
 def test_every_filter_is_exported():
-    assert set(f.FilterModule().filters()) == {"invalid_by_option", "sysctl_invalid_names", "sysctl_invalid_values"}
+    assert set(f.FilterModule().filters()) == {"fault_policy_problems", "invalid_by_option", "sysctl_invalid_names",
+                                               "sysctl_invalid_values"}
+
+
+def test_fault_policy_problems_name_each_bad_entry_of_either_policy():
+    """The preflight's filter is the node check's own validation
+    (_gpu_faults.policy_problems, tested there entry by entry)."""
+    assert f.fault_policy_problems({"RESTART_APP": {"threshold": 5}}, {79: {"class": "IGNORE"}}) == []
+    problems = f.fault_policy_problems({"RESET_GPU": {"threshold": 0}}, {"79": {"class": "REBOOT"}})
+    assert [p.split(" ", 1)[0] for p in problems] == ["node_health_fault_policy.RESET_GPU.threshold",
+                                                      "node_health_xid_policy.79.class:"]

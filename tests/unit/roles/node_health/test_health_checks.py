@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 
@@ -10,6 +11,7 @@ import pytest
 from tests.unit.roles.conftest import load_script
 
 health = load_script("roles/node_health/files/gpufleet-health.py")
+READ_KERNEL_LOG = health.read_kernel_log
 
 
 def gpu(index=0, **over):
@@ -58,7 +60,7 @@ def no_host_state(monkeypatch):
     """Keep the machine running the tests out of the results: no PCI GPUs,
     and a kernel log the test chooses."""
     monkeypatch.setattr(health, "pci_gpus", lambda: 0)
-    monkeypatch.setattr(health, "read_kernel_log", lambda minutes: ("", f"journald, last {minutes} min"))
+    monkeypatch.setattr(health, "read_kernel_log", lambda minutes, path="": ("", f"journald, last {minutes} min"))
 
 
 # ---- GPU count ---------------------------------------------------------------
@@ -129,18 +131,43 @@ NVRM: Xid (PCI:0000:5e:00): 13, pid=99, Graphics Exception
 
 
 def test_xid_events_are_counted_and_ignored_codes_do_not_fail(monkeypatch):
-    monkeypatch.setattr(health, "read_kernel_log", lambda minutes: (KERNEL_LOG, "journald, last 60 min"))
-    r, events = health.check_xid(60, [13], True, "")
-    assert r["result"] == "fail" and "XID 79 on 0000:3b:00 x2" in r["detail"]
+    monkeypatch.setattr(health, "read_kernel_log", lambda minutes, path="": (KERNEL_LOG, "journald, last 60 min"))
+    read = health.read_xid_events(60, "")
+    r, events = health.check_xid(read, 60, [13], True, "", 1.0e9)
+    # Each code with its class in NVIDIA's catalogue.
+    assert r["result"] == "fail" and "XID 79 (RESTART_BM) on 0000:3b:00 x2" in r["detail"]
     assert events == {("0000:3b:00", "79"): 2, ("0000:5e:00", "13"): 1}
-    r = health.check_xid(60, [13, 79], True, "")[0]
+    r = health.check_xid(read, 60, [13, 79], True, "", 1.0e9)[0]
     assert r["result"] == "pass" and "ignored: [13, 79]" in r["detail"]
 
 
+def test_the_xid_check_counts_only_its_own_window():
+    """The log is read as far back as the longest fault window; the check
+    counts the lines of its own window, and undated lines always."""
+    now = 1_800_000_000.0
+    lines = [{"code": 79, "pci": "0000:3b:00", "time": now - 3 * 3600},
+             {"code": 48, "pci": "0000:3b:00", "time": now - 59 * 60},
+             {"code": 94, "pci": "0000:3b:00", "time": None}]
+    r, events = health.check_xid((lines, "journald, last 180 min"), 60, [], True, "", now)
+    assert events == {("0000:3b:00", "48"): 1, ("0000:3b:00", "94"): 1}
+    assert r["result"] == "fail" and "XID 79" not in r["detail"]
+
+
 def test_an_unreadable_kernel_log_is_unknown_not_pass(monkeypatch):
-    monkeypatch.setattr(health, "read_kernel_log", lambda minutes: (None, "no kernel log is readable here"))
-    r, events = health.check_xid(60, [], True, "")
+    monkeypatch.setattr(health, "read_kernel_log", lambda minutes, path="": (None, "no kernel log is readable here"))
+    r, events = health.check_xid(health.read_xid_events(60, ""), 60, [], True, "", 1.0e9)
     assert (r["result"], events) == ("unknown", {})
+
+
+def test_a_kernel_log_file_is_read_instead_of_journald(tmp_path, monkeypatch):
+    monkeypatch.undo()
+    monkeypatch.setattr(health, "run", lambda argv, timeout: pytest.fail(f"ran {argv}"))
+    log = tmp_path / "kern.log"
+    log.write_text("2026-12-06T22:10:00.123456+00:00 gpu-1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, "
+                   "GPU has fallen off the bus.\n")
+    assert health.read_kernel_log(60, str(log)) == (log.read_text(), str(log))
+    text, source = health.read_kernel_log(60, str(tmp_path / "missing.log"))
+    assert text is None and "missing.log is not readable" in source
 
 
 def test_kernel_log_without_kernel_messages_is_not_readable(monkeypatch):
@@ -229,12 +256,111 @@ def test_metrics_carry_xid_counts_and_bandwidth():
         "gpus_expected": 1,
         "gpus_found": 1,
         "xid_events": [{"pci": "0000:3b:00", "xid": 79, "count": 2}],
+        "faults": [],
         "nccl_busbw_gbps": 182.37,
     }
     text = health.metrics(report, 5.0)
     assert 'gpufleet_health_xid_events{pci="0000:3b:00",xid="79"} 2' in text
     assert "gpufleet_health_nccl_busbw_gbps 182.37" in text
     assert sum(1 for line in text.splitlines() if line.startswith("gpufleet_health_check{")) == 4
+
+
+# ---- faults, classified (report only) ---------------------------------------------
+
+NOW = 1_800_000_000.0
+
+
+def kern_log_line(minutes_ago: float, text: str) -> str:
+    """A line as Debian's rsyslog writes /var/log/kern.log."""
+    stamp = datetime.datetime.fromtimestamp(NOW - minutes_ago * 60, datetime.timezone.utc)
+    return f"{stamp.isoformat(timespec='microseconds')} gpu-1 kernel: {text}"
+
+
+# Lines shaped like the driver's, for codes of several catalogue classes.
+FAILING_NODE_LOG = "\n".join([
+    kern_log_line(5, "NVRM: Xid (PCI:0000:19:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."),
+    kern_log_line(4, "NVRM: GPU 0000:19:00.0: GPU has fallen off the bus."),
+    kern_log_line(30, "NVRM: Xid (PCI:0000:18:00): 94, pid=2211, name=python3, Contained: SM (0x1). RST: No, D-RST: No"),
+    *(kern_log_line(m, "NVRM: Xid (PCI:0000:18:00): 13, pid=2211, name=python3, Graphics Exception: ESR 0x50e648=0x0")
+      for m in (10, 20, 40)),
+    # Outside RESET_GPU's 60 minutes: read, counted 0, not tripped.
+    kern_log_line(120, "NVRM: Xid (PCI:0000:18:00): 119, pid=1, Timeout after 6s of waiting for RPC response from GPU0 GSP!"),
+    # Past the catalogue: unknown, visible, never tripped.
+    kern_log_line(1, "NVRM: Xid (PCI:0000:18:00): 240, pid=1, a code no catalogue lists"),
+    kern_log_line(1, "e1000e 0000:00:1f.6 eth0: NIC Link is Up 1000 Mbps Full Duplex"),
+]) + "\n"
+
+
+def test_a_failing_node_reports_each_fault_with_its_class_threshold_and_window(tmp_path, fake_nvidia_smi, monkeypatch):
+    monkeypatch.setattr(health, "read_kernel_log", READ_KERNEL_LOG)
+    monkeypatch.setattr(health, "run", lambda argv, timeout: pytest.fail(f"read {argv}, not the configured file"))
+    (tmp_path / "kern.log").write_text(FAILING_NODE_LOG)
+    # Two GPUs promised, one answers, with uncorrectable ECC errors.
+    smi = fake_nvidia_smi([gpu(0, **{"ecc.errors.uncorrected.volatile.total": "2"})])
+    cfg = config(tmp_path, smi, 2, kernel_log=str(tmp_path / "kern.log"), xid_window_minutes=180,
+                 fault_policy={"RESET_GPU": {"window_minutes": 60}}, xid_policy={"13": {"threshold": 4}})
+    report = health.run_checks(cfg, nccl=False, now=NOW)
+    found = {(f["kind"], f["code"], f["pci"]): f for f in report["faults"]}
+    rows = {key: (f["class"], f["step"], f["count"], f["tripped"]) for key, f in found.items()}
+    assert rows == {
+        ("xid", 79, "0000:19:00"): ("RESTART_BM", "reboot", 1, True),
+        ("xid", 94, "0000:18:00"): ("RESTART_APP", "restart_app", 1, False),
+        # Three in the window, the code's own threshold 4.
+        ("xid", 13, "0000:18:00"): ("RESTART_APP", "restart_app", 3, False),
+        ("xid", 119, "0000:18:00"): ("RESET_GPU", "reset_gpu", 0, False),
+        ("xid", 240, "0000:18:00"): ("unknown", "none", 1, False),
+        ("gpu_missing", None, ""): ("RESTART_VM", "reboot", 1, True),
+        ("ecc_uncorrectable", None, "00000000:18:00.0"): ("RESET_GPU", "reset_gpu", 1, True),
+    }
+    assert found[("xid", 13, "0000:18:00")]["threshold"] == 4
+    assert found[("xid", 79, "0000:19:00")]["last"] == pytest.approx(NOW - 300)
+    # The xid check reads its own 180 minutes, naming the classes.
+    xid = by_check(report)["xid"]
+    assert xid["result"] == "fail" and "XID 79 (RESTART_BM) on 0000:19:00 x1" in xid["detail"]
+    assert "XID 240 (unknown) on 0000:18:00 x1" in xid["detail"] and str(tmp_path / "kern.log") in xid["detail"]
+
+    text = health.metrics(report, NOW)
+    assert ('gpufleet_health_fault_tripped{kind="xid",code="79",pci="0000:19:00",class="RESTART_BM",step="reboot"} 1'
+            in text)
+    assert 'gpufleet_health_fault_count{kind="xid",code="240",pci="0000:18:00",class="unknown",step="none"} 1' in text
+    assert 'gpufleet_health_fault_tripped{kind="xid",code="240",pci="0000:18:00",class="unknown",step="none"} 0' in text
+    assert 'gpufleet_health_fault_tripped{kind="gpu_missing",code="",pci="",class="RESTART_VM",step="reboot"} 1' in text
+
+
+def test_a_healthy_node_has_no_fault(tmp_path, fake_nvidia_smi):
+    report = health.run_checks(config(tmp_path, fake_nvidia_smi([gpu(0)]), 1), nccl=False)
+    assert report["status"] == "pass" and report["faults"] == []
+
+
+def test_what_could_not_be_read_is_an_unknown_fault_never_a_tripped_one(tmp_path, fake_nvidia_smi, monkeypatch):
+    """An unreadable kernel log, and promised GPUs that nvidia-smi cannot be
+    asked about (no driver answered): each a fault of an unknown kind,
+    visible in the report, never tripped. Unknown is neither "no fault"
+    nor a reason to act."""
+    monkeypatch.setattr(health, "read_kernel_log", READ_KERNEL_LOG)
+    smi = fake_nvidia_smi(rc=9, message="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+    cfg = config(tmp_path, smi, 2, kernel_log=str(tmp_path / "none.log"))
+    report = health.run_checks(cfg, nccl=False)
+    assert by_check(report)["xid"]["result"] == "unknown"
+    found = {f["kind"]: f for f in report["faults"]}
+    assert set(found) == {"kernel_log_unreadable", "gpus_unreadable"}
+    for fault in found.values():
+        assert (fault["class"], fault["step"], fault["tripped"]) == ("unknown", "none", False)
+    assert "none.log is not readable" in found["kernel_log_unreadable"]["detail"]
+    assert found["gpus_unreadable"]["detail"].startswith("nvidia-smi: no_driver")
+
+
+def test_promised_gpus_nvidia_smi_does_not_list_are_missing(tmp_path, fake_nvidia_smi):
+    report = health.run_checks(config(tmp_path, fake_nvidia_smi([]), 2), nccl=False)
+    (fault,) = report["faults"]
+    assert (fault["kind"], fault["class"], fault["tripped"]) == ("gpu_missing", "RESTART_VM", True)
+    assert "promises 2 GPU(s)" in fault["detail"]
+
+
+def test_a_bad_fault_policy_is_refused_before_any_check(tmp_path, fake_nvidia_smi):
+    cfg = config(tmp_path, fake_nvidia_smi([gpu(0)]), 1, xid_policy={"79": {"class": "REBOOT"}})
+    with pytest.raises(ValueError, match="node_health_xid_policy.79.class: 'REBOOT' is not a class"):
+        health.run_checks(cfg, nccl=False)
 
 
 def test_pci_gpus_reads_sysfs(tmp_path, monkeypatch):

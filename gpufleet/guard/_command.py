@@ -104,7 +104,7 @@ def _spend(node: NodeGuard) -> str:
 
 def row(node: NodeGuard, now: float) -> list[str]:
     if node.state != REPORTING:
-        return [node.host, node.state, node.detail or "", "", "", ""]
+        return [node.host, node.state, node.detail or "", "", "", "", ""]
     spot = _unknown(node.spot, str)
     if node.spot == "notice":
         spot += _unknown(node.spot_deadline, lambda d: f" in {_seconds(max(d - now, 0))}")
@@ -120,11 +120,21 @@ def row(node: NodeGuard, now: float) -> list[str]:
         action = node.last_action if node.final_action_ok is not False else f"{node.last_action} FAILED"
         event = f"{node.last_event} -> {action}, checkpoint {landed}"
     polled = _unknown(node.last_poll_at, lambda t: f"{_seconds(max(now - t, 0))} ago")
-    return [node.host, f"{node.state}, polled {polled}", f"{spot} ({node.cloud or 'no cloud'})", idle, spend, event]
+    return [node.host, f"{node.state}, polled {polled}", f"{spot} ({node.cloud or 'no cloud'})", _maintenance(node, now),
+            idle, spend, event]
+
+
+def _maintenance(node: NodeGuard, now: float) -> str:
+    """The scheduled maintenance: its first window, or the reading's state
+    (a daemon from before maintenance was read: unknown)."""
+    if node.maintenance == "scheduled" and node.maintenance_start is not None:
+        start = node.maintenance_start - now
+        return f"{node.maintenance_code} in {_seconds(start)}" if start > 0 else f"{node.maintenance_code} now"
+    return _unknown(node.maintenance, lambda state: state.replace("_", " "))
 
 
 def table(nodes: list[NodeGuard], now: float) -> str:
-    rows = [["host", "guard", "spot", "idle", "spend / cap", "last event"]] + [row(n, now) for n in nodes]
+    rows = [["host", "guard", "spot", "maintenance", "idle", "spend / cap", "last event"]] + [row(n, now) for n in nodes]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
 

@@ -22,6 +22,11 @@ class NodeGuard:
     cloud: str | None = None
     spot: str | None = None
     spot_deadline: float | None = None
+    # The cloud's scheduled maintenance: the reading's state, and the
+    # first window (its code and start) when one is scheduled.
+    maintenance: str | None = None
+    maintenance_code: str | None = None
+    maintenance_start: float | None = None
     idle_seconds: float | None = None
     idle_window_seconds: float | None = None
     idle_armed: bool | None = None
@@ -100,6 +105,9 @@ def from_metrics(host: str, text: str) -> NodeGuard:
     if "gpufleet_guard_last_poll_timestamp_seconds" not in samples:
         return NodeGuard(host, UNREADABLE, "the metrics file has no last poll")
     spot_labels, spot = _current(samples, "gpufleet_guard_spot_state")
+    _labels, planned = _current(samples, "gpufleet_guard_maintenance_state")
+    windows = sorted((value, labels.get("code")) for labels, value in
+                     samples.get("gpufleet_guard_maintenance_window_start_timestamp_seconds", []) if value is not None)
     _labels, budget = _current(samples, "gpufleet_guard_budget_state")
     event = (samples.get("gpufleet_guard_last_event_timestamp_seconds") or [({}, None)])[0]
     landed = _one(samples, "gpufleet_guard_checkpoint_landed")
@@ -109,6 +117,9 @@ def from_metrics(host: str, text: str) -> NodeGuard:
         host, REPORTING,
         cloud=spot_labels.get("cloud"), spot=spot,
         spot_deadline=_one(samples, "gpufleet_guard_spot_deadline_timestamp_seconds"),
+        maintenance=planned,
+        maintenance_code=windows[0][1] if windows else None,
+        maintenance_start=windows[0][0] if windows else None,
         idle_seconds=_one(samples, "gpufleet_guard_idle_seconds"),
         idle_window_seconds=_one(samples, "gpufleet_guard_idle_window_seconds"),
         idle_armed=None if armed is None else bool(armed),

@@ -9,8 +9,9 @@ valid token is 401 when IMDSv2 is required, and "nothing scheduled" is a
 404. Alibaba's hardened mode is the same with its own header names.
 Tencent has no token and writes its time in UTC+8. Huawei's service has
 no spot item at all: only OpenStack's meta_data.json. Set ``notice`` (the
-notice path's body) and ``rebalance`` (AWS only) to what the cloud would
-say; None is the 404 of nothing scheduled. Run as a process on a test
+notice path's body), ``rebalance`` and ``maintenance`` (AWS only: the
+scheduled events' JSON list) to what the cloud would say; None is the 404
+of nothing scheduled. Run as a process on a test
 node, it reads its notice and its fault from files (--notice-file,
 --fault-file) that the test writes there."""
 
@@ -33,6 +34,7 @@ NOTICE_PATHS = {
     "tencent": "/latest/meta-data/spot/termination-time",
 }
 REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
+MAINTENANCE_PATH = "/latest/meta-data/events/maintenance/scheduled"
 TOKEN_HEADERS = {
     "aws": ("X-aws-ec2-metadata-token-ttl-seconds", "X-aws-ec2-metadata-token"),
     "aliyun": ("X-aliyun-ecs-metadata-token-ttl-seconds", "X-aliyun-ecs-metadata-token"),
@@ -56,6 +58,9 @@ class Metadata:
         # a test node gets its notice from a file the test writes there.
         self.notice_file: str | None = None
         self.rebalance: str | None = None
+        self.maintenance: str | None = None
+        # Likewise the scheduled maintenance events (AWS).
+        self.maintenance_file: str | None = None
         self.fault: str | None = None
         # A file whose content, when it exists, is the fault: how a test
         # fails the service of a process on a test node.
@@ -138,20 +143,28 @@ class Handler(kms_common.Handler):
             return self._send(404, "Not Found")
         body = None
         if self.path == NOTICE_PATHS[meta.cloud]:
-            body = meta.notice
-            if meta.notice_file:
-                try:
-                    with open(meta.notice_file, encoding="utf-8") as handle:
-                        body = handle.read()
-                except FileNotFoundError:
-                    body = None
+            body = _from_file(meta.notice_file, meta.notice)
         elif meta.cloud == "aws" and self.path == REBALANCE_PATH:
             body = meta.rebalance
+        elif meta.cloud == "aws" and self.path == MAINTENANCE_PATH:
+            body = _from_file(meta.maintenance_file, meta.maintenance)
         if fault == "garbage":
             return self._send(200, "<html>\x00\x7f not what was asked")
         if body is None:
             return self._send(404, AWS_404 if meta.cloud == "aws" else "Not Found", "text/html")
         return self._send(200, body)
+
+
+def _from_file(path: str | None, otherwise: str | None) -> str | None:
+    """The file's content while it exists (None, the 404, once it is gone);
+    `otherwise` where no file is set."""
+    if not path:
+        return otherwise
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
 
 
 def make_server(metadata: Metadata, port: int = 0) -> ThreadingHTTPServer:
@@ -182,11 +195,14 @@ def main(argv=None) -> int:
     parser.add_argument("cloud", choices=["aws", "aliyun", "tencent", "huawei"])
     parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
     parser.add_argument("--notice-file", help="a file whose content, while it exists, is the spot notice")
+    parser.add_argument("--maintenance-file", help="a file whose content, while it exists, is the list of "
+                        "scheduled maintenance events (AWS)")
     parser.add_argument("--fault-file", help="a file whose content, while it exists, is the fault: "
                         "hang, drop, 500, garbage or empty-token")
     args = parser.parse_args(argv)
     metadata = Metadata(args.cloud)
     metadata.notice_file = args.notice_file
+    metadata.maintenance_file = args.maintenance_file
     metadata.fault_file = args.fault_file
     make_server(metadata, args.port).serve_forever()
     return 0

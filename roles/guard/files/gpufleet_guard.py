@@ -3,7 +3,8 @@
 """gpufleet-guard: the node daemon that protects a GPU node's money.
 
 Every poll (5 s by default) it reads the spot notice (gpufleet_guard_notice),
-GPU utilisation and the activity sources (gpufleet_guard_probes), decides
+the cloud's scheduled maintenance (gpufleet_guard_maintenance), GPU
+utilisation and the activity sources (gpufleet_guard_probes), decides
 (gpufleet_guard_triggers) and, for each event, runs the action pipeline
 once (gpufleet_guard_actions). Its state (idle arming, the running time
 across boots, every event's recorded steps) is written to disk after each
@@ -24,6 +25,7 @@ import sys
 import time
 
 import gpufleet_guard_actions as actions
+import gpufleet_guard_maintenance as maintenance
 import gpufleet_guard_notice as notice
 import gpufleet_guard_probes as probes
 import gpufleet_guard_triggers as triggers
@@ -34,6 +36,9 @@ CONFIG_PATH = "/etc/gpufleet/guard/config.json"
 SPOT_OFF = "off"
 SPOT_STATES = (notice.NOTICE, notice.WARNING, notice.CLEAR, notice.UNKNOWN, notice.UNSUPPORTED, SPOT_OFF)
 BUDGET_STATES = (triggers.OK, triggers.ALARM, triggers.CAP, triggers.UNKNOWN)
+# "off": guard_maintenance_enabled false, or no cloud set.
+MAINTENANCE_OFF = "off"
+MAINTENANCE_STATES = maintenance.STATES + (MAINTENANCE_OFF,)
 
 
 class ConfigError(ValueError):
@@ -53,6 +58,8 @@ class Config:
     budget: triggers.BudgetConfig
     budget_job_unit: str
     checkpoint_seconds: float
+    maintenance: bool
+    maintenance_lead_seconds: float
     actions: actions.ActionConfig
     state_path: str
     textfile_dir: str
@@ -88,6 +95,8 @@ def load_config(path: str) -> Config:
                 float(budget.get("alarm_ratio", 0.8))),
             budget_job_unit=budget.get("job_unit", ""),
             checkpoint_seconds=float(act.get("checkpoint_seconds", 300)),
+            maintenance=bool((raw.get("maintenance") or {}).get("enabled", False)),
+            maintenance_lead_seconds=float((raw.get("maintenance") or {}).get("lead_seconds", 1800)),
             actions=actions.ActionConfig(
                 marker_path=act["marker_path"], signal=act.get("signal", "SIGTERM"),
                 job_units=tuple(act.get("job_units", ())), job_containers=tuple(act.get("job_containers", ())),
@@ -102,6 +111,8 @@ def load_config(path: str) -> Config:
         raise ConfigError(f"{path}: {error}") from None
     if config.poll_seconds <= 0:
         raise ConfigError(f"{path}: poll_seconds must be above 0, not {config.poll_seconds:g}")
+    if config.maintenance_lead_seconds <= 0:
+        raise ConfigError(f"{path}: maintenance.lead_seconds must be above 0, not {config.maintenance_lead_seconds:g}")
     return config
 
 
@@ -124,7 +135,8 @@ class Guard:
     """One poll at a time; the readings and decisions of the last poll are
     kept for the metrics."""
 
-    def __init__(self, config: Config, clock=time.time, reader=None, read=probes, pipeline_run=None):
+    def __init__(self, config: Config, clock=time.time, reader=None, read=probes, pipeline_run=None,
+                 maintenance_reader=None):
         self.config = config
         self.clock = clock
         self.read = read
@@ -132,6 +144,10 @@ class Guard:
         self.idle_state = triggers.IdleState(**self.state["idle"])
         self.meter = triggers.Meter(**self.state["meter"])
         self.reader = reader or (notice.reader_for(config.cloud, config.metadata_endpoint) if config.spot else None)
+        # Its own reader (and token): maintenance is read on every node, spot or not.
+        self.maintenance_reader = maintenance_reader or (
+            notice.reader_for(config.cloud, config.metadata_endpoint)
+            if config.maintenance and config.cloud in notice.READERS else None)
         kwargs = {"run": pipeline_run} if pipeline_run else {}
         self.pipeline = actions.Pipeline(config.actions, self.state["events"], self.save, clock=clock, **kwargs)
 
@@ -152,6 +168,21 @@ class Guard:
         if reading.triggers:
             result["events"].append(actions.Event(reading.event_id, "spot", f"{reading.kind}: {reading.detail}",
                                                   reading.deadline))
+
+        # Maintenance: each window the cloud scheduled is an event once it
+        # is `lead` away, its deadline the window's start; the cloud's own
+        # reboot or stop is the final action.
+        planned = (maintenance.read(self.maintenance_reader, config.cloud) if config.maintenance
+                   else maintenance.Reading(MAINTENANCE_OFF, detail="off: guard_maintenance_enabled, or no guard_cloud"))
+        result["maintenance"] = planned
+        for window in maintenance.due(planned, now, config.maintenance_lead_seconds):
+            detail = f"{window.code} from {actions.iso(window.not_before)}"
+            if window.not_after is not None:
+                detail += f" to {actions.iso(window.not_after)}"
+            if window.description:
+                detail += f": {window.description}"
+            result["events"].append(actions.Event(f"maintenance-{window.event_id}", "maintenance", detail,
+                                                  window.not_before, final_action="none"))
 
         # Idle: every source is read, and unknown counts as active.
         if config.idle is not None:
@@ -202,6 +233,19 @@ def write_metrics(config: Config, result: dict, events: dict) -> None:
         "gpufleet_guard_spot_deadline_timestamp_seconds",
         "When the cloud will reclaim the node (NaN: no notice).",
         [({"cloud": config.cloud}, spot.deadline if spot.state == notice.NOTICE else None)])
+    planned = result["maintenance"]
+    lines += textfile.gauge(
+        "gpufleet_guard_maintenance_state",
+        "The cloud's scheduled maintenance as last read, one series per state (1: current).",
+        [({"cloud": config.cloud, "state": s}, int(planned.state == s)) for s in MAINTENANCE_STATES])
+    lines += textfile.gauge(
+        "gpufleet_guard_maintenance_window_start_timestamp_seconds",
+        "When each scheduled maintenance window starts.",
+        [({"code": w.code, "event_id": w.event_id}, w.not_before) for w in planned.windows])
+    lines += textfile.gauge(
+        "gpufleet_guard_maintenance_unreadable_events",
+        "Scheduled events the guard could not read (NaN: not read).",
+        [({}, None if planned.state in (MAINTENANCE_OFF, maintenance.NOT_READ) else len(planned.problems))])
     idle = result.get("idle")
     if idle is not None:
         lines += textfile.gauge(

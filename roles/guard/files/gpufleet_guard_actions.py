@@ -13,7 +13,8 @@ idle for the window, a spend cap reached):
 5. take the final action: nothing (the default), the cloud's stop call
    (a command: gpufleet_guard_stop.py, or the user's own; retried with
    backoff while it fails, but not after exit status 2, which says that
-   trying again cannot help), or poweroff.
+   trying again cannot help), or poweroff. An event may carry its own:
+   a scheduled maintenance's is none, as the cloud carries it out.
 
 Every step is recorded in the daemon's state, which the caller saves to
 disk after each one: an event seen again (the same notice on the next
@@ -47,9 +48,12 @@ STEPS = ("marker", "signal", "hook", "final")
 @dataclasses.dataclass(frozen=True)
 class Event:
     event_id: str
-    reason: str  # spot, idle, budget
+    reason: str  # spot, maintenance, idle, budget
     detail: str
     deadline: float  # seconds since the epoch
+    # This event's own final action over the configured one: a scheduled
+    # maintenance is the cloud's to carry out ("none").
+    final_action: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +78,7 @@ class ActionConfig:
             raise ValueError(f"signal must be SIGTERM, SIGUSR1, SIGUSR2 or SIGINT, not {self.signal!r}")
 
 
-def _iso(seconds: float) -> str:
+def iso(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
@@ -82,7 +86,7 @@ def write_marker(path: str, event: Event, now: float) -> None:
     """Atomically, readable by all (jobs run as their own users): a job
     polling the file sees no marker or a whole one."""
     body = {"event_id": event.event_id, "reason": event.reason, "detail": event.detail,
-            "deadline": event.deadline, "deadline_utc": _iso(event.deadline), "written_at": now}
+            "deadline": event.deadline, "deadline_utc": iso(event.deadline), "written_at": now}
     textfile.write_atomic(path, json.dumps(body, indent=2, sort_keys=True) + "\n", make_dirs=True)
 
 
@@ -186,7 +190,9 @@ class Pipeline:
             running = self._running()
         return {"stopped": not running, "still_running": running, "waited_seconds": round(self.clock() - started, 1)}
 
-    def _final(self, _event: Event, _record: dict) -> dict:
+    def _final(self, event: Event, _record: dict) -> dict:
+        if event.final_action == "none":
+            return {"action": "none", "detail": f"the {event.reason} is the cloud's own final action"}
         action = self.config.final_action
         if action == "none":
             return {"action": "none", "detail": "notify only"}

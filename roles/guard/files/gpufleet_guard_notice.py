@@ -114,6 +114,21 @@ def _tencent_time(text: str) -> float:
     return parsed.replace(tzinfo=TENCENT_ZONE).timestamp()
 
 
+def guarded(read, unknown):
+    """read(), with each way the metadata service can fail given to
+    unknown(why) instead of raised (the maintenance reader's too)."""
+    try:
+        return read()
+    except _Answer as answer:
+        return unknown(f"HTTP {answer.status} from the metadata service: {answer.body[:200]!r}")
+    except (OSError, urllib.error.URLError) as error:  # refused, unreachable, timed out
+        return unknown(f"the metadata service did not answer: {getattr(error, 'reason', error)}")
+    except http.client.HTTPException as error:  # a broken HTTP answer
+        return unknown(f"the metadata service's answer is not HTTP: {error!r}")
+    except ValueError as error:  # a body that does not parse
+        return unknown(f"the metadata service's answer does not parse: {error}")
+
+
 class Reader:
     """Reads one cloud's notice. ``read()`` never raises: every failure is
     an ``unknown`` reading that says why."""
@@ -126,16 +141,7 @@ class Reader:
         self.clock = clock
 
     def read(self) -> Reading:
-        try:
-            return self._read()
-        except _Answer as answer:
-            return _unknown(f"HTTP {answer.status} from the metadata service: {answer.body[:200]!r}")
-        except (OSError, urllib.error.URLError) as error:  # refused, unreachable, timed out
-            return _unknown(f"the metadata service did not answer: {getattr(error, 'reason', error)}")
-        except http.client.HTTPException as error:  # a broken HTTP answer
-            return _unknown(f"the metadata service's answer is not HTTP: {error!r}")
-        except ValueError as error:  # a body that does not parse
-            return _unknown(f"the metadata service's answer does not parse: {error}")
+        return guarded(self._read, _unknown)
 
     def _read(self) -> Reading:
         raise NotImplementedError

@@ -27,9 +27,23 @@ def metric_lines(host):
     return host.file(METRICS).content_string.splitlines() if host.file(METRICS).exists else []
 
 
+def fleet_view(host) -> dict:
+    """`gpufleet guard status` of this node, as a user runs it against the
+    scenario's inventory: the node's entry of its JSON."""
+    inventory = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
+    gpufleet = Path(sys.executable).with_name("gpufleet")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(project_dir() / "ansible.cfg"))
+    done = subprocess.run([str(gpufleet), "guard", "status", "-i", str(inventory), "--limit", host.backend.name,
+                           "--format", "json", "--quiet"], cwd=project_dir(), env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (node,) = json.loads(done.stdout)["nodes"]
+    return node
+
+
 def test_the_daemon_and_its_configuration(host):
-    for name in ("gpufleet_guard.py", "gpufleet_guard_actions.py", "gpufleet_guard_notice.py",
-                 "gpufleet_guard_probes.py", "gpufleet_guard_triggers.py"):
+    for name in ("gpufleet_guard.py", "gpufleet_guard_actions.py", "gpufleet_guard_maintenance.py",
+                 "gpufleet_guard_notice.py", "gpufleet_guard_probes.py", "gpufleet_guard_triggers.py"):
         assert_file(host, f"{LIBEXEC}/{name}")
     # The node-side library, one copy for every role's scripts, on the
     # daemon's PYTHONPATH.
@@ -43,6 +57,7 @@ def test_the_daemon_and_its_configuration(host):
     assert config["budget"] == {"price_per_hour": 3.6, "node_cap": 100000.0, "job_cap": None, "alarm_ratio": 0.8,
                                 "job_unit": ""}
     assert config["actions"]["final_action"] == "none" and config["actions"]["signal"] == "SIGTERM"
+    assert config["maintenance"] == {"enabled": True, "lead_seconds": 1800}
     assert host.file("/var/lib/gpufleet/guard").mode == 0o700
     assert_unit_running(host, "gpufleet-guard")
     unit = host.file("/etc/systemd/system/gpufleet-guard.service").content_string
@@ -54,6 +69,8 @@ def test_the_metrics_say_what_the_guard_read(host):
              "the guard wrote its metrics")
     lines = metric_lines(host)
     assert 'gpufleet_guard_spot_state{cloud="aws",state="clear"} 1' in lines
+    # Nothing scheduled: the emulator's 404, read as clear.
+    assert 'gpufleet_guard_maintenance_state{cloud="aws",state="clear"} 1' in lines
     # No nvidia-smi in a container: utilisation is unknown, so idle time never runs.
     assert "gpufleet_guard_idle_seconds 0.0" in lines
     spend = next(line for line in lines if line.startswith('gpufleet_guard_spend{scope="node"}'))
@@ -100,14 +117,40 @@ def test_a_spot_notice_signals_the_job_checkpoints_once_and_survives_a_restart(h
 def test_gpufleet_guard_status_shows_the_node_from_outside(host):
     # The fleet view, as a user runs it against this scenario's inventory:
     # after the notice above, the last event and its checkpoint.
-    inventory = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "inventory"
-    gpufleet = Path(sys.executable).with_name("gpufleet")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(project_dir() / "ansible.cfg"))
-    done = subprocess.run([str(gpufleet), "guard", "status", "-i", str(inventory), "--limit", host.backend.name,
-                           "--format", "json", "--quiet"], cwd=project_dir(), env=env, capture_output=True,
-                          text=True, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    (node,) = json.loads(done.stdout)["nodes"]
+    node = fleet_view(host)
     assert (node["host"], node["state"], node["cloud"]) == (host.backend.name, "reporting", "aws")
     assert node["last_event"] == "spot" and node["checkpoint_landed"] is True
     assert node["spend"] > 0 and node["spend_cap"] == 100000.0 and node["budget"] == "ok"
+
+
+def test_a_scheduled_maintenance_window_checkpoints_the_job_and_leaves_the_reboot_to_the_cloud(host):
+    """A system reboot scheduled 20 minutes ahead, inside the default
+    30-minute lead: the job gets its signal and its checkpoint once, and
+    the guard's final action is none; the fleet view shows the window."""
+    start = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) + datetime.timedelta(minutes=20)
+    events = json.dumps([{"NotBefore": start.strftime("%d %b %Y %H:%M:%S GMT"), "Code": "system-reboot",
+                          "Description": "scheduled reboot", "EventId": "instance-event-0gft",
+                          "NotAfter": (start + datetime.timedelta(minutes=15)).strftime("%d %b %Y %H:%M:%S GMT"),
+                          "State": "active"}])
+    host.run_test("systemctl stop gft-train.service")
+    host.run_test("rm -f /var/lib/gft-train/signals /var/lib/gft-train/checkpoints")
+    host.run_test("systemctl start gft-train.service")
+    try:
+        host.run_test("printf '%%s' %s > /run/gft-maintenance", events)
+        wait_for(lambda: host.file(MARKER).exists and '"maintenance"' in host.file(MARKER).content_string,
+                 "the maintenance event's marker")
+        marker = json.loads(host.file(MARKER).content_string)
+        assert marker["deadline_utc"] == start.strftime("%Y-%m-%dT%H:%M:%SZ")
+        wait_for(lambda: host.file("/var/lib/gft-train/checkpoints").exists, "the checkpoint hook ran")
+        assert host.file("/var/lib/gft-train/signals").content_string == "SIGTERM\n"
+        wait_for(lambda: 'gpufleet_guard_checkpoint_landed{reason="maintenance"} 1' in metric_lines(host),
+                 "the metrics say the checkpoint landed")
+        (record,) = [r for r in json.loads(host.file(STATE).content_string)["events"].values()
+                     if r["reason"] == "maintenance"]
+        assert record["final"]["action"] == "none" and record["hook"]["landed"] is True
+        assert 'gpufleet_guard_maintenance_state{cloud="aws",state="scheduled"} 1' in metric_lines(host)
+        node = fleet_view(host)
+        assert (node["maintenance"], node["maintenance_code"]) == ("scheduled", "system-reboot"), node
+        assert node["maintenance_start"] == start.timestamp()
+    finally:
+        host.run("rm -f /run/gft-maintenance")

@@ -48,6 +48,9 @@ CASES = {
     "job cap without the job's unit": ({"guard_job_cap": 50}, "guard_budget_job_unit"),
     "relative marker path": ({"guard_marker_path": "event.json"}, "guard_marker_path"),
     "poll of zero seconds": ({"guard_poll_seconds": 0}, "guard_poll_seconds"),
+    "maintenance lead of zero minutes": ({"guard_maintenance_lead_minutes": 0}, "guard_maintenance_lead_minutes",
+                                         "must be at least 1"),
+    "maintenance switch not a boolean": ({"guard_maintenance_enabled": "sometimes"}, "guard_maintenance_enabled"),
     # AWS gives a spot instance 2 minutes: a 180 s margin leaves the hook
     # nothing, whatever guard_checkpoint_seconds (idle and budget only) says.
     "a margin past AWS's spot notice": (

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from argparse import Namespace
 
 import pytest
@@ -19,6 +20,9 @@ METRICS = """\
 gpufleet_guard_spot_state{cloud="tencent",state="notice"} 1
 gpufleet_guard_spot_state{cloud="tencent",state="clear"} 0
 gpufleet_guard_spot_deadline_timestamp_seconds{cloud="tencent"} 1000120.0
+gpufleet_guard_maintenance_state{cloud="tencent",state="scheduled"} 0
+gpufleet_guard_maintenance_state{cloud="tencent",state="not_read"} 1
+gpufleet_guard_maintenance_unreadable_events NaN
 gpufleet_guard_idle_seconds 0.0
 gpufleet_guard_idle_armed 1
 gpufleet_guard_idle_window_seconds 3600.0
@@ -94,13 +98,27 @@ def test_the_metrics_are_read_and_nan_is_unknown():
 def test_the_table_says_unknown_and_never_zero():
     text = _command.table([from_metrics("gpu-a", METRICS), from_metrics("gpu-b", BLIND)], now=1000000.0)
     lines = text.splitlines()
-    assert lines[0].split() == ["host", "guard", "spot", "idle", "spend", "/", "cap", "last", "event"]
+    assert lines[0].split() == ["host", "guard", "spot", "maintenance", "idle", "spend", "/", "cap", "last", "event"]
     assert "notice in 2m00s (tencent)" in lines[1] and "320.50 of cap 400.00 (alarm)" in lines[1]
     assert "spot -> none, checkpoint NOT landed" in lines[1]
     # No price and no cap, said plainly.
     assert "unknown (aws)" in lines[2] and "no price known, no cap set" in lines[2] and "polled 0m10s ago" in lines[2]
+    # Maintenance: not read on Tencent Cloud; a daemon that does not say is unknown.
+    assert [re.split(r"\s{2,}", line)[3] for line in lines[1:]] == ["not read", "unknown"]
     assert "unknown / " not in text
     assert " 0.00 " not in text
+
+
+def test_a_scheduled_maintenance_window_shows_its_code_and_when():
+    scheduled = METRICS.replace('state="scheduled"} 0', 'state="scheduled"} 1').replace(
+        'state="not_read"} 1', 'state="not_read"} 0') + (
+        'gpufleet_guard_maintenance_window_start_timestamp_seconds{code="instance-retirement",event_id="e-2"} 1900000.0\n'
+        'gpufleet_guard_maintenance_window_start_timestamp_seconds{code="system-reboot",event_id="e-1"} 1007200.0\n')
+    node = from_metrics("gpu-a", scheduled)
+    assert (node.maintenance, node.maintenance_code, node.maintenance_start) == ("scheduled", "system-reboot", 1007200.0)
+    assert "system-reboot in 2h00m" in _command.table([node], now=1000000.0)
+    assert "system-reboot now" in _command.table([node], now=1007300.0)
+    assert from_metrics("gpu-b", BLIND).maintenance is None
 
 
 def test_a_stop_that_failed_says_so_in_the_table():

@@ -20,6 +20,7 @@ load_helper("guard", "gpufleet_guard_notice.py", "gpufleet_guard_notice")
 load_helper("guard", "gpufleet_guard_probes.py", "gpufleet_guard_probes")
 load_helper("guard", "gpufleet_guard_triggers.py", "gpufleet_guard_triggers")
 load_helper("guard", "gpufleet_guard_actions.py", "gpufleet_guard_actions")
+load_helper("guard", "gpufleet_guard_maintenance.py", "gpufleet_guard_maintenance")
 guard = load_helper("guard", "gpufleet_guard.py", "gpufleet_guard")
 
 NOTICE = json.dumps({"action": "terminate", "time": "2026-12-03T04:05:33Z"})
@@ -83,7 +84,7 @@ def config_file(tmp_path, **changes):
     }
     for key, value in changes.items():
         if isinstance(value, dict):
-            raw[key] = {**raw[key], **value}
+            raw[key] = {**raw.get(key, {}), **value}
         else:
             raw[key] = value
     path = tmp_path / "config.json"
@@ -278,4 +279,75 @@ def test_gpufleet_guard_status_reads_whether_a_price_is_known(tmp_path):
     make(tmp_path, budget={"price_per_hour": None, "node_cap": None}).poll()
     seen = from_metrics("n1", metrics(tmp_path))
     assert seen.priced is False and seen.capped is False
-    assert row(seen, now=seen.last_poll_at)[4] == "no price known, no cap set"
+    assert row(seen, now=seen.last_poll_at)[-2] == "no price known, no cap set"
+
+
+# ---- scheduled maintenance ---------------------------------------------------
+
+WINDOW = datetime.datetime(2026, 12, 9, 9, 0, 43, tzinfo=datetime.timezone.utc).timestamp()
+SCHEDULED = json.dumps([{"NotBefore": "9 Dec 2026 09:00:43 GMT", "Code": "system-reboot",
+                         "Description": "scheduled reboot", "EventId": "instance-event-0d59937288b749b32",
+                         "NotAfter": "9 Dec 2026 09:17:23 GMT", "State": "active"}])
+ON = {"maintenance": {"enabled": True, "lead_seconds": 1800}}
+STOP = {"final_action": "stop", "stop_command": ["/usr/local/bin/stop-me"]}
+
+
+def test_a_maintenance_window_checkpoints_its_lead_before_and_leaves_the_stop_to_the_cloud(tmp_path):
+    """Read on a node that is not a spot node; nothing happens until the
+    window is within its lead; then the marker, the signal and the hook
+    run once (across a restart too), with the window's start as deadline,
+    and the guard's own stop is not called: the cloud reboots the node."""
+    meta = Metadata("aws")
+    meta.maintenance = SCHEDULED
+    commands, node, clock = Commands(), Node(), Clock(WINDOW - 3600)
+    node.utilization = [90.0, 85.0]
+    changes = dict(spot=False, actions=STOP, **ON)
+    with running(meta) as url:
+        early = make(tmp_path, url, clock, node, commands, **changes).poll()
+        assert early["events"] == [] and commands.calls == []
+        text = metrics(tmp_path)
+        assert 'gpufleet_guard_maintenance_state{cloud="aws",state="scheduled"} 1' in text
+        assert ('gpufleet_guard_maintenance_window_start_timestamp_seconds{code="system-reboot",'
+                f'event_id="instance-event-0d59937288b749b32"}} {WINDOW!r}') in text
+        clock.now = WINDOW - 1800
+        due = make(tmp_path, url, clock, node, commands, **changes).poll()
+        clock.now += 5
+        make(tmp_path, url, clock, node, commands, **changes).poll()  # a restarted daemon, same window
+    (event,) = due["events"]
+    assert (event.reason, event.deadline) == ("maintenance", WINDOW)
+    assert "system-reboot from 2026-12-09T09:00:43Z to 2026-12-09T09:17:23Z" in event.detail
+    assert commands.calls == [["systemctl", "kill", "--signal=SIGTERM", "--kill-whom=main", "train.service"]]
+    (record,) = json.loads((tmp_path / "state" / "state.json").read_text())["events"].values()
+    assert record["final"] == {"action": "none", "detail": "the maintenance is the cloud's own final action"}
+    marker = json.loads((tmp_path / "run" / "event.json").read_text())
+    assert marker["reason"] == "maintenance" and marker["deadline_utc"] == "2026-12-09T09:00:43Z"
+    assert 'gpufleet_guard_last_event_timestamp_seconds{reason="maintenance",action="none"}' in metrics(tmp_path)
+
+
+def test_unknown_maintenance_is_no_event_and_a_metric_of_its_own(tmp_path):
+    meta = Metadata("aws")
+    meta.maintenance = "not json"
+    commands = Commands()
+    with running(meta) as url:
+        result = make(tmp_path, url, commands=commands, spot=False, **ON).poll()
+    assert result["events"] == [] and commands.calls == []
+    text = metrics(tmp_path)
+    assert 'gpufleet_guard_maintenance_state{cloud="aws",state="unknown"} 1' in text
+    assert 'gpufleet_guard_maintenance_state{cloud="aws",state="clear"} 0' in text
+
+
+def test_maintenance_off_or_not_read_is_said_and_nothing_is_asked(tmp_path):
+    meta = Metadata("aws")
+    meta.maintenance = SCHEDULED
+    with running(meta) as url:
+        make(tmp_path, url, spot=False).poll()
+    assert not [c for c in meta.calls if "maintenance" in c[1]]
+    assert 'gpufleet_guard_maintenance_state{cloud="aws",state="off"} 1' in metrics(tmp_path)
+    assert "gpufleet_guard_maintenance_unreadable_events NaN" in metrics(tmp_path)
+    make(tmp_path, None, cloud="tencent", spot=False, **ON).poll()
+    assert 'gpufleet_guard_maintenance_state{cloud="tencent",state="not_read"} 1' in metrics(tmp_path)
+
+
+def test_a_maintenance_lead_of_zero_is_refused_by_name(tmp_path):
+    with pytest.raises(guard.ConfigError, match="maintenance.lead_seconds must be above 0"):
+        guard.load_config(config_file(tmp_path, maintenance={"enabled": True, "lead_seconds": 0}))

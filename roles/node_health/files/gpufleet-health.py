@@ -378,7 +378,9 @@ def run_checks(cfg: dict, nccl: bool, now: float | None = None) -> dict:
         "xid_events": [{"pci": pci, "xid": int(xid), "count": n} for (pci, xid), n in sorted(events.items())],
         # Report only: what each fault's class asks for, and whether its
         # count reached the threshold (gpufleet_gpu_faults; docs/node-doctor.md).
-        "faults": faults.classify(fault_events(read, checks, expected, (status, detail, gpus), int(cfg["ecc_max_uncorrected"]), now), now, classes, codes),
+        "faults": faults.classify(
+            fault_events(read, checks, expected, (status, detail, gpus), int(cfg["ecc_max_uncorrected"]), now),
+            now, classes, codes),
         "nccl_busbw_gbps": busbw,
     }
 

@@ -343,10 +343,10 @@ def run_checks(cfg: dict, nccl: bool, now: float | None = None) -> dict:
     # An unknown count may hide GPUs: their kernel log is read all the same,
     # as far back as the check or any fault's window needs.
     xid_window = int(cfg["xid_window_minutes"])
-    read = (None, NOT_READ) if not (expected != 0 or gpus) else \
-        read_xid_events(max(xid_window, faults.longest_window(classes, codes)), cfg.get("kernel_log", ""))
-    xid, events = check_xid(read, xid_window, [int(x) for x in cfg["xid_ignore"]], expected != 0 or bool(gpus),
-                            no_gpu, now)
+    xid_applies = expected != 0 or bool(gpus)
+    read = read_xid_events(max(xid_window, faults.longest_window(classes, codes)), cfg.get("kernel_log", "")) \
+        if xid_applies else (None, NOT_READ)
+    xid, events = check_xid(read, xid_window, [int(x) for x in cfg["xid_ignore"]], xid_applies, no_gpu, now)
     busbw = None
     if gpu_checks_apply:
         checks += [

@@ -12,7 +12,9 @@ project id in the ECS path tells the emulator the region.
   /v1/{project_id}/cloudservers/action with ``os-stop`` (BatchStopServers):
   its running servers become stopped (SHUTOFF), each stop recorded in
   ``stops``, and the answer is the asynchronous job's id, as ECS answers.
-  A server that is already stopped is left as it is.
+  A server that is already stopped is left as it is. The same path with
+  ``reboot`` (BatchRebootServers) records each running server's reboot in
+  ``reboots``; it stays ACTIVE.
 - Errors: {"error": {"code", "message"}} with an HTTP error status;
   throttling is HTTP 429 with the API gateway's {"error_code": "APIGW.0308"}.
 
@@ -74,6 +76,8 @@ class HuaweiEmulator(Emulator):
         match = _ECS_PATH.match(request.path)
         if match:
             action = _ECS_ACTIONS.get(match.group(2), "ShowServer")
+            if action == "BatchStopServers" and "reboot" in request.json():
+                action = "BatchRebootServers"
             region = next((r for r in self.regions if project_id(r) == match.group(1)), match.group(1))
             return action, region
         actions = {"/v3/auth/domains": "KeystoneListAuthDomains", "/v3/auth/projects": "KeystoneListAuthProjects",
@@ -95,8 +99,8 @@ class HuaweiEmulator(Emulator):
             if inst is None or inst["region"] != region:
                 return _error(404, "Ecs.0114", "Instance[%s] could not be found." % request.path.rsplit("/", 1)[1])
             return Response(200, {"server": _server(inst)})
-        if action == "BatchStopServers":
-            return self._stop(request, region)
+        if action in ("BatchStopServers", "BatchRebootServers"):
+            return self._batch(request, region, action)
         if action == "ListFlavors":
             hollow_gpus = (region, action) in self.faults.gpu_fields_missing
             return Response(200, {"flavors": [_flavor(name, hollow_gpus) for name in sorted(CATALOG)
@@ -113,14 +117,15 @@ class HuaweiEmulator(Emulator):
                                               for s in everything[start:start + limit]]})
         return _error(404, "APIGW.0101", "The API does not exist or has not been published in the environment.")
 
-    def _stop(self, request, region):
-        order = request.json().get("os-stop") or {}
+    def _batch(self, request, region, action):
+        stop = action == "BatchStopServers"
+        order = request.json().get("os-stop" if stop else "reboot") or {}
         servers = [self.find(s.get("id")) for s in order.get("servers") or ()]
         if not servers or None in servers or any(s["region"] != region for s in servers):
             return _error(404, "Ecs.0114", "Instance could not be found.")
         for inst in servers:
             if inst["state"] == "running":
-                self.stop_instance(inst, type=order.get("type"))
+                (self.stop_instance if stop else self.reboot_instance)(inst, type=order.get("type"))
         return Response(200, {"job_id": uuid.uuid4().hex})
 
     def throttled(self, action, region):

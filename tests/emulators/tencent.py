@@ -7,7 +7,9 @@ DescribeRegions, DescribeInstances (Offset/Limit paging, Limit at most
 instance-family and instance-type filters, one value each as the API
 allows), StopInstances (StoppedMode, StopType; running instances become
 stopped and each stop is recorded in ``stops``; a stopped one is refused
-with UnsupportedOperation.InstanceStateStopped, as CVM refuses it). Every answer is HTTP 200 with
+with UnsupportedOperation.InstanceStateStopped, as CVM refuses it),
+RebootInstances (StopType; each reboot recorded in ``reboots``, refused
+as a stop is). Every answer is HTTP 200 with
 {"Response": {...}}; errors are {"Response": {"Error": {"Code", "Message"}}},
 throttling is "RequestLimitExceeded", as CVM sends them.
 
@@ -73,6 +75,8 @@ class TencentEmulator(Emulator):
                                         for i in everything[offset:offset + limit]]})
         if action == "StopInstances":
             return self._stop(params)
+        if action == "RebootInstances":
+            return self._reboot(params)
         if action == "DescribeInstanceTypeConfigs":
             filters = {f["Name"]: f["Values"] for f in params.get("Filters") or ()}
             if any(len(v) != 1 for v in filters.values()):
@@ -90,17 +94,33 @@ class TencentEmulator(Emulator):
         return _error("InvalidAction", "The action `%s` is not supported." % action)
 
     def _stop(self, params):
-        found = [self.find(i) for i in params.get("InstanceIds") or ()]
-        if not found or None in found:
-            return _error("InvalidInstanceId.NotFound", "The instance `%s` does not exist."
-                          % ",".join(params.get("InstanceIds") or ()))
-        if any(inst["state"] == "stopped" for inst in found):
-            return _error("UnsupportedOperation.InstanceStateStopped", "The instance is already stopped.")
-        if any(inst["state"] != "running" for inst in found):
-            return _error("OperationDenied.InstanceOperationInProgress", "The instance is in an operation.")
+        found, refused = self._running(params)
+        if refused:
+            return refused
         for inst in found:
             self.stop_instance(inst, stopped_mode=params.get("StoppedMode"), stop_type=params.get("StopType"))
         return _ok({})
+
+    def _reboot(self, params):
+        found, refused = self._running(params)
+        if refused:
+            return refused
+        for inst in found:
+            self.reboot_instance(inst, stop_type=params.get("StopType"))
+        return _ok({})
+
+    def _running(self, params):
+        """The instances a stop or reboot names, or CVM's refusal: one it
+        does not know, one stopped, one in another operation."""
+        found = [self.find(i) for i in params.get("InstanceIds") or ()]
+        if not found or None in found:
+            return found, _error("InvalidInstanceId.NotFound", "The instance `%s` does not exist."
+                                 % ",".join(params.get("InstanceIds") or ()))
+        if any(inst["state"] == "stopped" for inst in found):
+            return found, _error("UnsupportedOperation.InstanceStateStopped", "The instance is already stopped.")
+        if any(inst["state"] != "running" for inst in found):
+            return found, _error("OperationDenied.InstanceOperationInProgress", "The instance is in an operation.")
+        return found, None
 
     def throttled(self, action, region):
         return _error("RequestLimitExceeded", "Your current request times equals to `21` in a second, "

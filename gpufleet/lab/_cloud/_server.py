@@ -159,6 +159,8 @@ class Emulator:
         # Each stop an emulated stop call made (stop_instance): what a
         # test counts to prove an instance was stopped exactly once.
         self.stops = []
+        # Each reboot an emulated reboot call made (reboot_instance).
+        self.reboots = []
         self._server = None
         self._thread = None
         self._lock = threading.Lock()
@@ -217,6 +219,13 @@ class Emulator:
         with self._lock:
             inst["state"] = "stopped"
             self.stops.append(dict(detail, instance_id=inst["instance_id"]))
+
+    def reboot_instance(self, inst, **detail):
+        """Reboot a running instance as the cloud's reboot call does, and
+        record it (``reboots``). The emulated reboot is over at once: the
+        instance is running again when the call answers."""
+        with self._lock:
+            self.reboots.append(dict(detail, instance_id=inst["instance_id"]))
 
     def known_type(self, name):
         return name in self.CATALOG

@@ -5,7 +5,9 @@ Actions: DescribeRegions, DescribeInstances (NextToken/MaxResults paging,
 100 a page at most; the InstanceIds filter), DescribeInstanceTypes
 (InstanceTypes.N filter), StopInstance (StoppedMode, ForceStop; a running
 instance becomes stopped and the stop is recorded in ``stops``; one that is
-not running is refused with IncorrectInstanceStatus, as ECS refuses it). The
+not running is refused with IncorrectInstanceStatus, as ECS refuses it),
+RebootInstance (ForceStop; recorded in ``reboots``, refused as a stop
+is). The
 answers follow the documented response shapes (Instances.Instance[],
 Tags.Tag[], VpcAttributes.PrivateIpAddress.IpAddress[] ...), errors are
 {"Code", "Message", "RequestId"} with an HTTP error status; throttling is
@@ -24,7 +26,7 @@ A seed file (YAML or JSON; the full format is in _server.py beside it):
         instance_id: i-lab1                    # default: generated
         name: lab-node-1
         private_ip: 127.0.0.11
-        state: running                         # pending | running | stopping | stopped
+        state: running                         # pending | running | starting | stopping | stopped
         charge: on_demand                      # on_demand | subscription | spot
         tags: {role: lab, ssh_port: "2201"}
 
@@ -63,7 +65,8 @@ CATALOG = {
                                 "memory_gib": 2, "eri": 0},
 }
 
-_STATES = {"pending": "Pending", "running": "Running", "stopping": "Stopping", "stopped": "Stopped"}
+_STATES = {"pending": "Pending", "running": "Running", "starting": "Starting", "stopping": "Stopping",
+           "stopped": "Stopped"}
 MAX_RESULTS = 100
 
 
@@ -86,6 +89,8 @@ class AliyunEmulator(Emulator):
             return self._instances(params, region)
         if action == "StopInstance":
             return self._stop(params)
+        if action == "RebootInstance":
+            return self._reboot(params)
         if action == "DescribeInstanceTypes":
             wanted = [v for k, v in sorted(params.items()) if k.startswith("InstanceTypes.")]
             # DescribeInstanceTypes names no region: a gpu_fields_missing
@@ -121,14 +126,29 @@ class AliyunEmulator(Emulator):
         })
 
     def _stop(self, params):
-        inst = self.find(params.get("InstanceId"))
-        if inst is None:
-            return _error(404, "InvalidInstanceId.NotFound", "The specified InstanceId does not exist.")
-        if inst["state"] != "running":
-            return _error(403, "IncorrectInstanceStatus", "The current status of the resource does not support "
-                          "this operation.")
+        inst, refused = self._running(params)
+        if refused:
+            return refused
         self.stop_instance(inst, stopped_mode=params.get("StoppedMode"), force_stop=params.get("ForceStop"))
         return Response(200, {"RequestId": request_id()})
+
+    def _reboot(self, params):
+        inst, refused = self._running(params)
+        if refused:
+            return refused
+        self.reboot_instance(inst, force_stop=params.get("ForceStop"))
+        return Response(200, {"RequestId": request_id()})
+
+    def _running(self, params):
+        """The instance a stop or reboot names, or ECS's refusal: one it
+        does not know, one that is not running."""
+        inst = self.find(params.get("InstanceId"))
+        if inst is None:
+            return None, _error(404, "InvalidInstanceId.NotFound", "The specified InstanceId does not exist.")
+        if inst["state"] != "running":
+            return inst, _error(403, "IncorrectInstanceStatus", "The current status of the resource does not "
+                                "support this operation.")
+        return inst, None
 
     def throttled(self, action, region):
         return _error(400, "Throttling.User", "Request was denied due to user flow control.")

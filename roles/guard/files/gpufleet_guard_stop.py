@@ -1,14 +1,17 @@
 # Copyright: gpufleet developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Stop this instance through its cloud's official SDK, the guard's final
-action ``stop``:
+"""Stop or reboot this instance through its cloud's official SDK: the
+guard's final action ``stop``, and the repair ladder's reboot.
 
 - Alibaba Cloud: ECS StopInstance with StoppedMode StopCharging;
+  RebootInstance (ForceStop false);
 - Tencent Cloud: CVM StopInstances with StoppedMode STOP_CHARGING;
-- Huawei Cloud: ECS BatchStopServers (a soft stop);
-- AWS: EC2 StopInstances.
+  RebootInstances (StopType SOFT_FIRST: a forced one where the soft one
+  fails);
+- Huawei Cloud: ECS BatchStopServers and BatchRebootServers (soft);
+- AWS: EC2 StopInstances; RebootInstances.
 
-    /opt/gpufleet/guard-sdk/bin/python3 gpufleet_guard_stop.py /etc/gpufleet/guard/stop.json
+    /opt/gpufleet/guard-sdk/bin/python3 gpufleet_guard_stop.py /etc/gpufleet/guard/stop.json [stop|reboot]
 
 The configuration is JSON: ``cloud``, ``region``, ``instance_id``, and
 optionally ``endpoint`` (the API's URL; the SDK's own for the region when
@@ -22,7 +25,11 @@ Once only: it reads the instance's state first and calls stop only where
 the instance is neither stopping nor stopped, and a stop refused because
 the instance is already stopping or stopped counts as done. A run repeated
 after a daemon restart, or after an answer that was lost on the way, never
-stops the instance a second time.
+stops the instance a second time. A reboot is called only on a running
+instance; one already rebooting (or starting) is left to it, and one that
+is stopped is refused, as a reboot cannot start it. That a reboot already
+went through cannot be read from the instance's state afterwards: the
+ladder that asks for it records the call and the boot it came from.
 
 Exit status, which the guard's retries read:
 - 0: stopped, or already stopping or stopped;
@@ -49,6 +56,11 @@ STOPPED = {
     "tencent": {"STOPPING": "stopping", "STOPPED": "stopped", "SHUTDOWN": "stopped", "TERMINATING": "stopping"},
     "huawei": {"SHUTOFF": "stopped", "DELETED": "stopped", "SOFT_DELETED": "stopped"},
 }
+# A reboot needs the instance running; one on its way back is left to it.
+RUNNING = {"aws": "running", "aliyun": "Running", "tencent": "RUNNING", "huawei": "ACTIVE"}
+REBOOTING = {"aws": ("pending",), "aliyun": ("Starting",), "tencent": ("REBOOTING", "STARTING"),
+             "huawei": ("REBOOT", "HARD_REBOOT")}
+ACTIONS = ("stop", "reboot")
 
 
 class StopError(Exception):
@@ -118,6 +130,9 @@ class Aliyun:
         self._call("stop_instance", self.models.StopInstanceRequest(
             instance_id=self.instance, stopped_mode="StopCharging", force_stop=False))
 
+    def reboot(self) -> None:
+        self._call("reboot_instance", self.models.RebootInstanceRequest(instance_id=self.instance, force_stop=False))
+
 
 class Tencent:
     TRANSIENT = ("RequestLimitExceeded", "InternalError", "ServerError", "ClientNetworkError",
@@ -170,6 +185,12 @@ class Tencent:
         request.StopType = "SOFT_FIRST"
         request.StoppedMode = "STOP_CHARGING"
         self._call("StopInstances", request)
+
+    def reboot(self) -> None:
+        request = self.models.RebootInstancesRequest()
+        request.InstanceIds = [self.instance]
+        request.StopType = "SOFT_FIRST"
+        self._call("RebootInstances", request)
 
 
 class Huawei:
@@ -235,6 +256,11 @@ class Huawei:
         request = self.v2.BatchStopServersRequest(body=self.v2.BatchStopServersRequestBody(os_stop=option))
         self._call("BatchStopServers", self.client.batch_stop_servers, request)
 
+    def reboot(self) -> None:
+        option = self.v2.BatchRebootSeversOption(servers=[self.v2.ServerId(id=self.instance)], type="SOFT")
+        request = self.v2.BatchRebootServersRequest(body=self.v2.BatchRebootServersRequestBody(reboot=option))
+        self._call("BatchRebootServers", self.client.batch_reboot_servers, request)
+
 
 class Aws:
     TRANSIENT = ("RequestLimitExceeded", "Throttling", "Unavailable", "InternalError", "ServiceUnavailable")
@@ -283,6 +309,9 @@ class Aws:
         # EC2's StopInstances on a stopped instance is a success: idempotent by itself.
         self._call("stop_instances", InstanceIds=[self.instance])
 
+    def reboot(self) -> None:
+        self._call("reboot_instances", InstanceIds=[self.instance])
+
 
 ADAPTERS = {"aws": Aws, "aliyun": Aliyun, "tencent": Tencent, "huawei": Huawei}
 
@@ -308,13 +337,32 @@ def load_config(config: dict) -> dict:
     return config
 
 
-def stop(config: dict, adapter=None) -> dict:
-    """Stop the instance once; the outcome, or StopError."""
-    cloud = adapter or ADAPTERS[config["cloud"]](config)
+def _state(config: dict, cloud) -> str:
     before = cloud.state()
     if not before:
         # The instance is listed without its state: unknown, not "running".
         raise StopError(f"the cloud lists {config['instance_id']} without its state", retry=True)
+    return before
+
+
+def reboot(config: dict, adapter=None) -> dict:
+    """Reboot the running instance; the outcome, or StopError."""
+    cloud = adapter or ADAPTERS[config["cloud"]](config)
+    before = _state(config, cloud)
+    if before in REBOOTING[config["cloud"]]:
+        return {"outcome": "already rebooting", "state": before, "reboot_called": False}
+    if before != RUNNING[config["cloud"]]:
+        # Stopped, stopping, being built or deleted: a reboot starts none of them.
+        raise StopError(f"{config['instance_id']} is {before}: a reboot needs it {RUNNING[config['cloud']]}",
+                        retry=False)
+    cloud.reboot()
+    return {"outcome": "rebooted", "state": before, "reboot_called": True}
+
+
+def stop(config: dict, adapter=None) -> dict:
+    """Stop the instance once; the outcome, or StopError."""
+    cloud = adapter or ADAPTERS[config["cloud"]](config)
+    before = _state(config, cloud)
     if before in STOPPED[config["cloud"]]:
         return {"outcome": "already " + STOPPED[config["cloud"]][before], "state": before, "stop_called": False}
     try:
@@ -334,14 +382,16 @@ def stop(config: dict, adapter=None) -> dict:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print(json.dumps({"outcome": "refused", "detail": "usage: gpufleet_guard_stop.py CONFIG.json"}))
+    action = argv[1] if len(argv) == 2 else "stop"
+    if len(argv) not in (1, 2) or action not in ACTIONS:
+        print(json.dumps({"outcome": "refused",
+                          "detail": f"usage: gpufleet_guard_stop.py CONFIG.json [{'|'.join(ACTIONS)}]"}))
         return REFUSED
-    report = {"config": argv[0]}
+    report = {"config": argv[0], "action": action}
     try:
         config = load(argv[0])
         report.update(cloud=config["cloud"], region=config["region"], instance_id=config["instance_id"])
-        report.update(stop(config))
+        report.update((reboot if action == "reboot" else stop)(config))
         code = 0
     except (OSError, ValueError) as exc:
         report.update(outcome="refused", detail=f"the configuration {argv[0]}: {exc}")

@@ -186,19 +186,21 @@ def test_a_state_refusal_for_an_instance_still_running_is_retried(tmp_path, caps
         assert "Pending, not stopping" in report["detail"]
 
 
+@pytest.mark.parametrize("action", ["stop", "reboot"])
 @pytest.mark.parametrize("name", ["aliyun", "tencent", "huawei"])
-def test_an_answer_without_the_instance_is_unknown_not_stopped_nor_missing(name, tmp_path, capsys):
+def test_an_answer_without_the_instance_is_unknown_not_stopped_nor_missing(name, action, tmp_path, capsys):
     # A hollow 200 (a proxy, a gateway) says nothing of the state: another
-    # try, never "stopped", and never "no such instance".
-    emulator_class, region, itype, action, _mode = CLOUDS[name]
+    # try, never "stopped", never "no such instance", and no reboot.
+    emulator_class, region, itype, stop_call, _mode = CLOUDS[name]
     with emulator_class() as emulator:
         (inst,) = emulator.seed([{"region": region, "instance_type": itype}])
         emulator.faults.hollow.add((region, {"huawei": "ShowServer"}.get(name, "DescribeInstances")))
         config = {"cloud": name, "region": region, "instance_id": inst["instance_id"],
                   "endpoint": emulator.url, "credentials": dict(KEYS), "timeout": 5}
-        code, report = run(config, tmp_path, capsys)
+        code, report = run_action(config, action, tmp_path, capsys)
         assert (code, report["outcome"]) == (1, "retry"), report
-        assert emulator.count(action) == 0 and inst["state"] == "running"
+        assert emulator.count(stop_call) == 0 and emulator.count(REBOOTS[name][0]) == 0
+        assert inst["state"] == "running"
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -229,3 +231,117 @@ def test_the_node_sdk_pins_are_the_tested_versions():
     for requirement in (r for packages in wanted.values() for r in packages):
         name, version = requirement.split("==")
         assert pins.get(name.lower().replace("_", "-")) == version, requirement
+
+
+# The repair ladder's reboot: cloud -> (the reboot call's action name as
+# the emulator counts it, what the reboot was asked for; None where the
+# emulator is moto, which records no parameters).
+REBOOTS = {
+    "aliyun": ("RebootInstance", {"force_stop": "False"}),
+    "tencent": ("RebootInstances", {"stop_type": "SOFT_FIRST"}),
+    "huawei": ("BatchRebootServers", {"type": "SOFT"}),
+    "aws": ("RebootInstances", None),
+}
+
+
+def test_reboots_the_running_instance_with_the_clouds_soft_mode(cloud, tmp_path, capsys):
+    name, emulator, inst, config = cloud
+    code, report = run_action(config, "reboot", tmp_path, capsys)
+    assert (code, report["outcome"], report["reboot_called"], report["action"]) == (0, "rebooted", True, "reboot")
+    action, mode = REBOOTS[name]
+    assert emulator.count(action) == 1
+    if mode is not None:
+        assert emulator.reboots == [dict(mode, instance_id=inst["instance_id"])]
+    # A reboot stops nothing, and the other instance is left alone.
+    assert states(emulator) == {"gpu-1": "running", "gpu-2": "running"}
+    assert emulator.count(CLOUDS[name][3]) == 0
+
+
+def test_a_throttled_or_failing_reboot_says_try_again(cloud, tmp_path, capsys):
+    name, emulator, _inst, config = cloud
+    action = REBOOTS[name][0]
+    emulator.faults.throttle(1, action=action)
+    code, report = run_action(config, "reboot", tmp_path, capsys)
+    assert (code, report["outcome"]) == (1, "retry"), report
+    assert emulator.reboots == []
+    code, report = run_action(config, "reboot", tmp_path, capsys)
+    assert (code, report["outcome"]) == (0, "rebooted"), report
+
+    # Throttled on the state read: no reboot is called on an unread state.
+    emulator.faults.throttle(1)
+    code, report = run_action(config, "reboot", tmp_path, capsys)
+    assert (code, report["outcome"]) == (1, "retry"), report
+    assert emulator.count(action) == 2
+
+    emulator.faults.failed_regions.add(config["region"])
+    code, report = run_action(config, "reboot", tmp_path, capsys)
+    assert (code, report["outcome"]) == (1, "retry"), report
+
+
+def test_a_reboot_that_does_not_answer_in_time_or_reaches_nothing_says_try_again(cloud, tmp_path, capsys):
+    _name, emulator, _inst, config = cloud
+    emulator.faults.latency = 3
+    code, report = run_action(dict(config, timeout=1), "reboot", tmp_path, capsys)
+    assert (code, report["outcome"]) == (1, "retry"), report
+    code, report = run_action(dict(config, endpoint=REFUSED_URL), "reboot", tmp_path, capsys)
+    assert (code, report["outcome"]) == (1, "retry"), report
+
+
+def test_a_reboot_with_refused_credentials_or_an_unknown_instance_is_final(cloud, tmp_path, capsys):
+    name, emulator, _inst, config = cloud
+    missing = {"aws": "i-0123456789abcdef0", "huawei": "5c1f8a52-0000-4000-8000-000000000000"}.get(name, "i-missing")
+    code, report = run_action(dict(config, instance_id=missing), "reboot", tmp_path, capsys)
+    assert (code, report["outcome"]) == (2, "refused"), report
+    emulator.faults.rejected_credentials = "unknown_key"
+    code, report = run_action(config, "reboot", tmp_path, capsys)
+    assert (code, report["outcome"]) == (2, "refused") and report["detail"], report
+    assert emulator.count(REBOOTS[name][0]) == 0
+
+
+@pytest.mark.parametrize("name", ["aliyun", "tencent", "huawei"])
+def test_a_stopped_instance_is_not_rebooted_and_one_rebooting_is_left_to_it(name, tmp_path, capsys):
+    emulator_class, region, itype, _action, _mode = CLOUDS[name]
+    with emulator_class() as emulator:
+        stopped, rebooting = emulator.seed([
+            {"region": region, "instance_type": itype, "state": "stopped"},
+            {"region": region, "instance_type": itype, "state": "starting" if name == "aliyun" else "rebooting"}])
+        config = {"cloud": name, "region": region, "endpoint": emulator.url, "credentials": dict(KEYS), "timeout": 5}
+        code, report = run_action(dict(config, instance_id=stopped["instance_id"]), "reboot", tmp_path, capsys)
+        # A reboot starts no stopped instance: refused, and not tried again.
+        assert (code, report["outcome"]) == (2, "refused"), report
+        assert "a reboot needs it" in report["detail"]
+        code, report = run_action(dict(config, instance_id=rebooting["instance_id"]), "reboot", tmp_path, capsys)
+        assert (code, report["outcome"], report["reboot_called"]) == (0, "already rebooting", False), report
+        assert emulator.count(REBOOTS[name][0]) == 0 and emulator.reboots == []
+
+
+def test_an_instance_listed_without_its_state_is_not_rebooted():
+    class NoState:
+        rebooted = False
+
+        def state(self):
+            return ""
+
+        def reboot(self):
+            self.rebooted = True
+
+    adapter = NoState()
+    with pytest.raises(stopper.StopError, match="without its state") as raised:
+        stopper.reboot({"cloud": "aws", "region": "us-east-1", "instance_id": "i-1"}, adapter)
+    assert raised.value.retry is True and adapter.rebooted is False
+
+
+@pytest.mark.parametrize("argv", [["reset"], ["reboot", "now"], []])
+def test_an_unknown_action_or_argument_is_refused_with_the_usage(argv, tmp_path, capsys):
+    path = tmp_path / "stop.json"
+    path.write_text(json.dumps({"cloud": "aws", "region": "us-east-1", "instance_id": "i-1"}))
+    code = stopper.main([str(path), *argv] if argv else [])
+    report = json.loads(capsys.readouterr().out)
+    assert (code, report["outcome"]) == (2, "refused") and "[stop|reboot]" in report["detail"], report
+
+
+def run_action(config, action, tmp_path, capsys):
+    path = tmp_path / "instance.json"
+    path.write_text(json.dumps(config))
+    code = stopper.main([str(path), action])
+    return code, json.loads(capsys.readouterr().out)

@@ -104,7 +104,7 @@ def _spend(node: NodeGuard) -> str:
 
 def row(node: NodeGuard, now: float) -> list[str]:
     if node.state != REPORTING:
-        return [node.host, node.state, node.detail or "", "", "", "", ""]
+        return [node.host, node.state, node.detail or "", "", "", "", "", ""]
     spot = _unknown(node.spot, str)
     if node.spot == "notice":
         spot += _unknown(node.spot_deadline, lambda d: f" in {_seconds(max(d - now, 0))}")
@@ -121,7 +121,16 @@ def row(node: NodeGuard, now: float) -> list[str]:
         event = f"{node.last_event} -> {action}, checkpoint {landed}"
     polled = _unknown(node.last_poll_at, lambda t: f"{_seconds(max(now - t, 0))} ago")
     return [node.host, f"{node.state}, polled {polled}", f"{spot} ({node.cloud or 'no cloud'})", _maintenance(node, now),
-            idle, spend, event]
+            idle, spend, event, _repair(node)]
+
+
+def _repair(node: NodeGuard) -> str:
+    """Each repair the guard shows, open ones first: its fault, the rung it
+    is at and its state."""
+    if node.repairs is None:
+        return "off"
+    shown = sorted(node.repairs, key=lambda r: r[3] in ("cleared", "exhausted"))
+    return "; ".join(f"{fault} at {rung} ({state})" for fault, _cls, rung, state in shown) or "none"
 
 
 def _maintenance(node: NodeGuard, now: float) -> str:
@@ -134,7 +143,8 @@ def _maintenance(node: NodeGuard, now: float) -> str:
 
 
 def table(nodes: list[NodeGuard], now: float) -> str:
-    rows = [["host", "guard", "spot", "maintenance", "idle", "spend / cap", "last event"]] + [row(n, now) for n in nodes]
+    rows = ([["host", "guard", "spot", "maintenance", "idle", "spend / cap", "last event", "repair"]]
+            + [row(n, now) for n in nodes])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
 

@@ -49,6 +49,9 @@ class NodeGuard:
     # none, pending, or a daemon that does not say.
     final_action_ok: bool | None = None
     last_poll_at: float | None = None
+    # The repair ladder: None where repair is off (or a daemon that does
+    # not say); else each repair shown (fault, class, rung, state).
+    repairs: tuple[tuple[str, str, str, str], ...] | None = None
 
 
 def parse(text: str) -> dict[str, list[tuple[dict[str, str], float | None]]]:
@@ -134,4 +137,13 @@ def from_metrics(host: str, text: str) -> NodeGuard:
         checkpoint_landed=None if landed is None else bool(landed),
         final_action_ok=None if final_ok is None else bool(final_ok),
         last_poll_at=_one(samples, "gpufleet_guard_last_poll_timestamp_seconds"),
+        repairs=_repairs(samples),
     )
+
+
+def _repairs(samples) -> tuple[tuple[str, str, str, str], ...] | None:
+    if "gpufleet_guard_repair_report_readable" not in samples:
+        return None
+    return tuple(sorted((labels.get("fault", ""), labels.get("class", ""), labels.get("rung", ""),
+                         labels.get("state", "")) for labels, value in samples.get("gpufleet_guard_repair_state", [])
+                        if value == 1))

@@ -14,7 +14,7 @@ import numbers
 import re
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cloud.plugins.module_utils._gpu_faults import policy_problems
+from ansible_collections.gpufleet.cloud.plugins.module_utils._gpu_faults import policy_problems, repair_class_problems
 from ansible_collections.gpufleet.cloud.plugins.test.network import ip_network
 
 _SYSCTL_NAME = re.compile(r"^[a-z0-9_]+([./][A-Za-z0-9_*-]+)+$")
@@ -84,6 +84,8 @@ class FilterModule:
         return {
             "fault_policy_problems": fault_policy_problems,
             "invalid_by_option": invalid_by_option,
+            # The guard's own check of its configuration, registered as it is.
+            "repair_class_problems": repair_class_problems,
             "sysctl_invalid_names": sysctl_invalid_names,
             "sysctl_invalid_values": sysctl_invalid_values,
         }

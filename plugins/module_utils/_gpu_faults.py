@@ -50,6 +50,9 @@ CLASS_STEPS = {
     "WORKFLOW_XID_45": "none",
 }
 CLASSES = tuple(CLASS_STEPS)
+# The classes the guard's repair ladder can be turned on for: those with a
+# step to take.
+REPAIRABLE = tuple(name for name, step in CLASS_STEPS.items() if step != "none")
 
 # Default threshold (occurrences) and window (minutes) of each class. An
 # application's own error trips only when it repeats; a fault of the GPU
@@ -162,6 +165,22 @@ def policy_problems(classes, codes) -> list[str]:
         if isinstance(entry, dict) and "class" in entry and entry["class"] not in CLASSES:
             problems.append(f"{where}.class: {entry['class']!r} is not a class of NVIDIA's XID catalogue "
                             f"({', '.join(CLASSES)})")
+    return problems
+
+
+def repair_class_problems(classes) -> list[str]:
+    """What is wrong with a list of classes to repair (guard_repair_classes),
+    one message per bad entry; empty when nothing is."""
+    if not isinstance(classes, (list, tuple)):
+        return [f"guard_repair_classes must be a list of classes (got {classes!r})"]
+    problems = []
+    for name in classes:
+        if name in CLASSES and name not in REPAIRABLE:
+            problems.append(f"guard_repair_classes: {name} asks for no repair step (its step is none); "
+                            f"the classes with one: {', '.join(REPAIRABLE)}")
+        elif name not in CLASSES:
+            problems.append(f"guard_repair_classes: {name!r} is not a class of NVIDIA's XID catalogue "
+                            f"({', '.join(REPAIRABLE)})")
     return problems
 
 

@@ -6,7 +6,9 @@ Every poll (5 s by default) it reads the spot notice (gpufleet_guard_notice),
 the cloud's scheduled maintenance (gpufleet_guard_maintenance), GPU
 utilisation and the activity sources (gpufleet_guard_probes), decides
 (gpufleet_guard_triggers) and, for each event, runs the action pipeline
-once (gpufleet_guard_actions). Its state (idle arming, the running time
+once (gpufleet_guard_actions). Where repair is on for a class of GPU
+fault, it moves the repair ladder on (gpufleet_guard_repair) from
+node_health's report. Its state (idle arming, the running time
 across boots, every event's recorded steps) is written to disk after each
 change, so a restarted daemon neither fires an event again nor forgets
 the spend. Its metrics go to node_exporter's textfile directory.
@@ -27,7 +29,9 @@ import time
 import gpufleet_guard_actions as actions
 import gpufleet_guard_maintenance as maintenance
 import gpufleet_guard_notice as notice
+import gpufleet_gpu_faults as faults
 import gpufleet_guard_probes as probes
+import gpufleet_guard_repair as repair
 import gpufleet_guard_triggers as triggers
 import gpufleet_textfile as textfile
 
@@ -61,6 +65,8 @@ class Config:
     maintenance: bool
     maintenance_lead_seconds: float
     actions: actions.ActionConfig
+    # None: no class of GPU fault is repaired (report only).
+    repair: repair.RepairConfig | None
     state_path: str
     textfile_dir: str
     nvidia_smi: str
@@ -104,6 +110,7 @@ def load_config(path: str) -> Config:
                 final_action=act.get("final_action", "none"), stop_command=tuple(act.get("stop_command", ())),
                 stop_attempts=int(act.get("stop_attempts", 5)),
                 stop_backoff_seconds=float(act.get("stop_backoff_seconds", 2))),
+            repair=load_repair(raw.get("repair") or {}, raw["nvidia_smi"]),
             state_path=raw["state_path"], textfile_dir=raw["textfile_dir"], nvidia_smi=raw["nvidia_smi"])
     except KeyError as error:
         raise ConfigError(f"{path}: the key {error.args[0]!r} is missing") from None
@@ -116,13 +123,28 @@ def load_config(path: str) -> Config:
     return config
 
 
+def load_repair(raw: dict, nvidia_smi: str) -> repair.RepairConfig | None:
+    classes = raw.get("classes") or []
+    problems = faults.repair_class_problems(classes)
+    if problems:
+        raise ConfigError("repair: " + "; ".join(problems))
+    if not classes:
+        return None
+    return repair.RepairConfig(
+        classes=tuple(classes), report_path=raw["report_path"], verify_seconds=float(raw.get("verify_seconds", 1800)),
+        reboot_wait_seconds=float(raw.get("reboot_wait_seconds", 900)),
+        health_unit=raw.get("health_unit", "gpufleet-health.service"), nvidia_smi=nvidia_smi,
+        reboot_command=tuple(raw.get("reboot_command") or ()), breaker_command=tuple(raw.get("breaker_command") or ()))
+
+
 def load_state(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as handle:
             state = json.load(handle)
     except FileNotFoundError:
         state = {}
-    return {"idle": state.get("idle", {}), "meter": state.get("meter", {}), "events": state.get("events", {})}
+    return {"idle": state.get("idle", {}), "meter": state.get("meter", {}), "events": state.get("events", {}),
+            "repairs": state.get("repairs", {})}
 
 
 def save_state(path: str, state: dict) -> None:
@@ -150,6 +172,15 @@ class Guard:
             if config.maintenance and config.cloud in notice.READERS else None)
         kwargs = {"run": pipeline_run} if pipeline_run else {}
         self.pipeline = actions.Pipeline(config.actions, self.state["events"], self.save, clock=clock, **kwargs)
+        self.ladder = repair.Ladder(config.repair, self.state["repairs"], self.save, self._checkpoint,
+                                    self.pipeline.stop_job, **kwargs) if config.repair else None
+
+    def _checkpoint(self, event_id: str, detail: str) -> dict:
+        """A repair's checkpoint: the action pipeline's event, whose final
+        action is none (the ladder's rungs come after it)."""
+        record = self.pipeline.handle(actions.Event(event_id, "repair", detail,
+                                                    self.clock() + self.config.checkpoint_seconds, final_action="none"))
+        return {"event": event_id, "landed": record["hook"]["landed"]}
 
     def save(self) -> None:
         self.state["idle"] = dataclasses.asdict(self.idle_state)
@@ -215,12 +246,46 @@ class Guard:
             result["events"].append(actions.Event(cap_id, "budget", verdict.reason, now + config.checkpoint_seconds))
 
         result["records"] = [self.pipeline.handle(event) for event in result["events"]]
+        # After the events: a spot notice's checkpoint comes before a repair.
+        result["repair"] = self.ladder.poll(now, boot) if self.ladder else None
         self.save()
-        write_metrics(config, result, self.state["events"])
+        write_metrics(config, result, self.state["events"], self.state["repairs"])
         return result
 
 
-def write_metrics(config: Config, result: dict, events: dict) -> None:
+# How long a closed repair stays in the metrics: a day of dashboards.
+REPAIR_SHOWN_SECONDS = 86400
+
+
+def repair_metrics(config: Config, result: dict, repairs: dict) -> list[str]:
+    """The repairs, open and lately closed, each with its rung and state;
+    how many there are in each state; what was found tripped in a class
+    repair is off for; whether node_health's report could be read."""
+    if config.repair is None:
+        return []
+    now, seen = result["at"], result["repair"]
+    shown = [r for r in repairs.values() if r["state"] in repair.OPEN or now - r["closed_at"] < REPAIR_SHOWN_SECONDS]
+    lines = textfile.gauge(
+        "gpufleet_guard_repair_state",
+        "A repair of a GPU fault: 1 on its state and rung (open ones, and those closed within a day).",
+        [({"fault": r["fault"], "class": r["class"], "rung": r["rung"] or r["first_rung"], "state": r["state"]}, 1)
+         for r in shown])
+    lines += textfile.gauge(
+        "gpufleet_guard_repairs",
+        "Repairs this node's guard keeps, by state.",
+        [({"state": state}, sum(r["state"] == state for r in repairs.values())) for state in repair.STATES])
+    lines += textfile.gauge(
+        "gpufleet_guard_repair_report_only",
+        "A tripped GPU fault in a class repair is not on for: the step it would take.",
+        [({"fault": f["fault"], "class": f["class"], "step": f["step"]}, 1) for f in seen["report_only"]])
+    lines += textfile.gauge(
+        "gpufleet_guard_repair_report_readable",
+        "1 if node_health's report could be read at the last poll.",
+        [({}, int(not seen["report"]))])
+    return lines
+
+
+def write_metrics(config: Config, result: dict, events: dict, repairs: dict) -> None:
     """Unknown is NaN (and a state label of its own), never 0: an alert on
     0 must not read "no notice" where the guard could not tell."""
     lines: list[str] = []
@@ -301,6 +366,7 @@ def write_metrics(config: Config, result: dict, events: dict) -> None:
             "gpufleet_guard_checkpoint_landed",
             "1 if the last event's checkpoint landed before its deadline, 0 if not, NaN if unknown or pending.",
             [({"reason": last["reason"]}, None if landed is None else int(landed))])
+    lines += repair_metrics(config, result, repairs)
     lines += textfile.gauge(
         "gpufleet_guard_last_poll_timestamp_seconds",
         "When the guard last polled.",

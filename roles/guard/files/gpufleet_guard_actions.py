@@ -14,7 +14,8 @@ idle for the window, a spend cap reached):
    (a command: gpufleet_guard_stop.py, or the user's own; retried with
    backoff while it fails, but not after exit status 2, which says that
    trying again cannot help), or poweroff. An event may carry its own:
-   a scheduled maintenance's is none, as the cloud carries it out.
+   a scheduled maintenance's is none, as the cloud carries it out; a
+   repair's is none, as the repair ladder's rungs follow it.
 
 Every step is recorded in the daemon's state, which the caller saves to
 disk after each one: an event seen again (the same notice on the next
@@ -43,12 +44,15 @@ STOP_REFUSED = 2
 # and go on): the hook waits for the job to end after these.
 STOPPING_SIGNALS = ("SIGTERM", "SIGINT")
 STEPS = ("marker", "signal", "hook", "final")
+# Why an event whose own final action is none has none.
+OWN_FINAL = {"maintenance": "the maintenance is the cloud's own final action",
+             "repair": "the repair ladder takes its rungs after the checkpoint"}
 
 
 @dataclasses.dataclass(frozen=True)
 class Event:
     event_id: str
-    reason: str  # spot, maintenance, idle, budget
+    reason: str  # spot, maintenance, idle, budget, repair
     detail: str
     deadline: float  # seconds since the epoch
     # This event's own final action over the configured one: a scheduled
@@ -80,6 +84,15 @@ class ActionConfig:
 
 def iso(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def command(argv, timeout: float | None, run=subprocess.run) -> tuple[int | None, str, str]:
+    """(exit status, stdout, what it said: stderr, else stdout, its last
+    500 characters); None and why where it could not run or timed out."""
+    done = process.run(list(argv), timeout, runner=run)
+    if done.rc is None:
+        return None, "", done.why
+    return done.rc, done.stdout, (done.stderr or done.stdout).strip()[-500:]
 
 
 def write_marker(path: str, event: Event, now: float) -> None:
@@ -122,10 +135,8 @@ class Pipeline:
         return {"path": self.config.marker_path, "at": self.clock()}
 
     def _command(self, argv, timeout: float | None = None) -> tuple[int | None, str]:
-        done = process.run(argv, timeout, runner=self.run)
-        if done.rc is None:
-            return None, done.why
-        return done.rc, (done.stderr or done.stdout).strip()[-500:]
+        rc, _stdout, detail = command(argv, timeout, self.run)
+        return rc, detail
 
     def _state(self, argv, success_only: bool = False) -> str | None:
         """What a state query prints on stdout (a warning on stderr is not
@@ -169,6 +180,20 @@ class Pipeline:
             result["job"] = job
         return result
 
+    def stop_job(self) -> dict:
+        """Stop the job's units and containers (the repair ladder's first
+        rung, after its checkpoint): whether every one stopped."""
+        stopped = {}
+        for unit in self.config.job_units:
+            rc, out = self._command(["systemctl", "stop", unit], 120)
+            stopped[f"unit:{unit}"] = {"rc": rc, "detail": out}
+        for name in self.config.job_containers:
+            rc, out = self._command(["docker", "stop", name], 120)
+            stopped[f"container:{name}"] = {"rc": rc, "detail": out}
+        if not stopped:
+            return {"ok": None, "detail": "no job units or containers configured (guard_job_units, guard_job_containers)"}
+        return {"ok": all(target["rc"] == 0 for target in stopped.values()), "targets": stopped}
+
     def _running(self) -> list[str]:
         """The job's units and containers that still run. One whose state
         cannot be read counts as running: the wait then ends at its limit,
@@ -192,7 +217,7 @@ class Pipeline:
 
     def _final(self, event: Event, _record: dict) -> dict:
         if event.final_action == "none":
-            return {"action": "none", "detail": f"the {event.reason} is the cloud's own final action"}
+            return {"action": "none", "detail": OWN_FINAL.get(event.reason, f"the {event.reason} event has none")}
         action = self.config.final_action
         if action == "none":
             return {"action": "none", "detail": "notify only"}

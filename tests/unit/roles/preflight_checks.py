@@ -96,7 +96,8 @@ def evaluate(role: str, inputs: dict) -> tuple[list[str], list[str]]:
     # node_facts' reading of the inventory: a case's gpufleet_gpu counts.
     facts = dict(FACTS, gpufleet_node=dict(FACTS["gpufleet_node"], **node_facts.gpu_facets(
         FACTS["gpu"], False, node_facts.inventory_gpus(inputs.get("gpufleet_gpu")), False)))
-    variables = {"inventory_hostname": "node1", "ansible_facts": facts, "ansible_local": {},
+    variables = {"inventory_hostname": "node1", "groups": {"all": ["node1"], "ungrouped": ["node1"]},
+                 "ansible_facts": facts, "ansible_local": {},
                  **_yaml(ROOT / "roles" / role / "defaults" / "main.yml"),
                  **_yaml(ROOT / "roles" / role / "vars" / "main.yml"), "role_path": str(ROOT / "roles" / role),
                  **{k: v for k, v in scope.items() if k != "_common_checks"}, **inputs}

@@ -46,6 +46,8 @@ ADVISED = {
     ("guard", "spot without a cloud"): {"guard_spot_enabled"},
     ("guard", "job cap without the job's unit"): {"guard_job_cap"},
     ("guard", "a margin past AWS's spot notice"): {"guard_poll_seconds"},
+    ("guard", "repair without a breaker"): {"guard_repair_classes", "guard_repair_breaker_command"},
+    ("guard", "repair reboot without credentials"): {"guard_repair_classes", "guard_stop_credentials"},
     ("cloud_agent", "CloudWatch without a pinned package"): {"cloud_agent_package_sha256"},
     ("nvidia_driver", "unknown branch"): {"nvidia_driver_branches"},
     ("pull", "token in the URL"): {"pull_private_key_file"},

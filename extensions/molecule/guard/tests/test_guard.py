@@ -1,7 +1,9 @@
 """What a node converged by gpufleet.cloud.guard really does: the daemon
 runs as a service, reads the node's AWS metadata service (the emulator of
 prepare.yml), writes its metrics, and on a spot notice gives the stand-in
-job its signal and its checkpoint, once, even across a restart."""
+job its signal and its checkpoint, once, even across a restart; a tripped
+GPU fault of a class with repair on is checkpointed, its job stopped, and
+cleared by a later node_health report."""
 
 from __future__ import annotations
 
@@ -43,7 +45,8 @@ def fleet_view(host) -> dict:
 
 def test_the_daemon_and_its_configuration(host):
     for name in ("gpufleet_guard.py", "gpufleet_guard_actions.py", "gpufleet_guard_maintenance.py",
-                 "gpufleet_guard_notice.py", "gpufleet_guard_probes.py", "gpufleet_guard_triggers.py"):
+                 "gpufleet_guard_notice.py", "gpufleet_guard_probes.py", "gpufleet_guard_triggers.py",
+                 "gpufleet_guard_repair.py", "gpufleet_guard_breaker.py"):
         assert_file(host, f"{LIBEXEC}/{name}")
     # The node-side library, one copy for every role's scripts, on the
     # daemon's PYTHONPATH.
@@ -58,6 +61,12 @@ def test_the_daemon_and_its_configuration(host):
                                 "job_unit": ""}
     assert config["actions"]["final_action"] == "none" and config["actions"]["signal"] == "SIGTERM"
     assert config["maintenance"] == {"enabled": True, "lead_seconds": 1800}
+    # Repair on for one class, with the user's breaker and no reboot call
+    # (no instance id in this scenario): no SDK, no access key on the node.
+    assert config["repair"]["classes"] == ["RESTART_APP"] and config["repair"]["reboot_command"] == []
+    assert config["repair"]["breaker_command"] == ["/usr/local/bin/gft-breaker"]
+    assert not host.file("/etc/gpufleet/guard/breaker.json").exists
+    assert not host.file("/opt/gpufleet/guard-sdk").exists
     assert host.file("/var/lib/gpufleet/guard").mode == 0o700
     assert_unit_running(host, "gpufleet-guard")
     unit = host.file("/etc/systemd/system/gpufleet-guard.service").content_string
@@ -154,3 +163,56 @@ def test_a_scheduled_maintenance_window_checkpoints_the_job_and_leaves_the_reboo
         assert node["maintenance_start"] == start.timestamp()
     finally:
         host.run("rm -f /run/gft-maintenance")
+
+
+HEALTH_REPORT = "/run/gft-health/report.json"
+
+
+def write_health_report(host, at: float, *faults) -> None:
+    """node_health's report as its script writes it (the scenario has no
+    GPU to fault and no node_health): its time and classified faults."""
+    report = json.dumps({"time": datetime.datetime.fromtimestamp(int(at), datetime.timezone.utc).isoformat(),
+                         "status": "fail", "faults": list(faults)})
+    host.run_test("mkdir -p /run/gft-health && printf '%%s' %s > %s.tmp && mv %s.tmp %s",
+                  report, HEALTH_REPORT, HEALTH_REPORT, HEALTH_REPORT)
+
+
+def repair_record(host) -> dict | None:
+    repairs = json.loads(host.file(STATE).content_string).get("repairs", {}) if host.file(STATE).exists else {}
+    return next(iter(repairs.values()), None)
+
+
+def test_a_tripped_gpu_fault_is_checkpointed_its_job_stopped_and_cleared_by_a_later_report(host):
+    """XID 13 three times within the hour (RESTART_APP's threshold): the
+    guard asks the breaker, checkpoints the job and stops it; a report
+    written after that, with only the old lines in its window, clears the
+    repair and gives the breaker's place back."""
+    host.run_test("systemctl stop gft-train.service")
+    host.run_test("rm -f /var/lib/gft-train/signals /var/lib/gft-train/checkpoints /var/lib/gft-train/breaker")
+    host.run_test("systemctl start gft-train.service")
+    xid = {"kind": "xid", "code": 13, "pci": "00000000:3B:00.0", "class": "RESTART_APP", "step": "restart_app",
+           "count": 3, "undated": 0, "tripped": True, "detail": "Graphics Engine Exception"}
+    now = float(host.check_output("date +%s"))
+    write_health_report(host, now, dict(xid, last=now - 30))
+    record = wait_for(lambda: (r := repair_record(host)) and r["state"] == "verifying" and r, "the repair's first rung")
+    assert [step["step"] for step in record["steps"]] == ["breaker", "checkpoint", "restart_app"]
+    assert host.file("/var/lib/gft-train/breaker").content_string == f"acquire {record['id']}\n"
+    assert host.file("/var/lib/gft-train/signals").content_string == "SIGTERM\n"
+    assert host.file("/var/lib/gft-train/checkpoints").exists
+    assert not host.service("gft-train.service").is_running
+    # No node_health here to start: said, and its timer would run it.
+    assert "gpufleet-health.service failed" in record["why"]
+    wait_for(lambda: 'gpufleet_guard_repair_state{fault="xid-13-00000000:3B:00.0",class="RESTART_APP",'
+                     'rung="restart_app",state="verifying"} 1' in metric_lines(host), "the repair's metric")
+
+    # A later report: the same old lines, nothing new since the rung.
+    time.sleep(1)
+    write_health_report(host, float(host.check_output("date +%s")), dict(xid, last=now - 30))
+    wait_for(lambda: repair_record(host)["state"] == "cleared", "the repair cleared")
+    assert host.file("/var/lib/gft-train/breaker").content_string.splitlines() == [
+        f"acquire {record['id']}", f"release {record['id']}"]
+    node = fleet_view(host)
+    assert node["repairs"] == [["xid-13-00000000:3B:00.0", "RESTART_APP", "restart_app", "cleared"]], node
+    # Still tripped in the report, but counted once: no second repair.
+    time.sleep(2)
+    assert len(json.loads(host.file(STATE).content_string)["repairs"]) == 1

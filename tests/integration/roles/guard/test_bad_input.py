@@ -15,6 +15,9 @@ KEYS = {"access_key_id": "AKIDgpufleet", "secret_access_key": SECRET}
 STOP = {"guard_final_action": "stop", "guard_cloud": "tencent", "guard_stop_instance_id": "ins-1a2b3c4d",
         "guard_stop_region": "ap-guangzhou", "guard_stop_credentials": KEYS}
 
+# Repair on, with a breaker in the backups' bucket: valid as it is.
+REPAIR = {"guard_repair_classes": ["RESTART_APP"], "guard_repair_breaker_bucket": "gpufleet-backups"}
+
 CASES = {
     # _common's input hygiene (gpufleet.cloud.preflight): a misspelt role
     # variable fails once gpufleet_strict_inputs is on, naming the option meant.
@@ -51,6 +54,34 @@ CASES = {
     "maintenance lead of zero minutes": ({"guard_maintenance_lead_minutes": 0}, "guard_maintenance_lead_minutes",
                                          "must be at least 1"),
     "maintenance switch not a boolean": ({"guard_maintenance_enabled": "sometimes"}, "guard_maintenance_enabled"),
+    # The repair ladder: its classes, times and fleet breaker, each named.
+    "repair of a class with no step": (
+        {**REPAIR, "guard_repair_classes": ["RESTART_APP", "IGNORE"]}, "guard_repair_classes",
+        "IGNORE asks for no repair step"),
+    "repair of a class the catalogue lacks": (
+        {**REPAIR, "guard_repair_classes": ["REBOOT"]}, "guard_repair_classes", "'REBOOT' is not a class"),
+    "repair verify of zero minutes": ({**REPAIR, "guard_repair_verify_minutes": 0}, "guard_repair_verify_minutes"),
+    "repair reboot wait of zero minutes": (
+        {**REPAIR, "guard_repair_reboot_wait_minutes": 0}, "guard_repair_reboot_wait_minutes"),
+    "repair share above the whole group": ({**REPAIR, "guard_repair_group_share": 1.5}, "guard_repair_group_share"),
+    "repair window of zero minutes": ({**REPAIR, "guard_repair_window_minutes": 0}, "guard_repair_window_minutes"),
+    "repair lease of zero minutes": ({**REPAIR, "guard_repair_lease_minutes": 0}, "guard_repair_lease_minutes"),
+    "repair group the inventory lacks": (
+        {**REPAIR, "guard_repair_group": "gpu-h100"}, "guard_repair_group", "must name an inventory group"),
+    "repair without a breaker": (
+        {**REPAIR, "guard_repair_breaker_bucket": ""}, "guard_repair_breaker_bucket", "guard_repair_breaker_command"),
+    "repair breaker command not absolute": (
+        {**REPAIR, "guard_repair_breaker_command": ["fleet-breaker"]}, "guard_repair_breaker_command"),
+    "repair breaker prefix with a double slash": (
+        {**REPAIR, "guard_repair_breaker_prefix": "gpufleet//breaker"}, "guard_repair_breaker_prefix"),
+    "repair breaker with half a key": (
+        {**REPAIR, "guard_repair_breaker_credentials": {"access_key_id": "AKIDhalf"}},
+        "guard_repair_breaker_credentials"),
+    "repair report path relative": ({**REPAIR, "guard_repair_health_report": "report.json"},
+                                    "guard_repair_health_report"),
+    "repair reboot without credentials": (
+        {**REPAIR, "guard_cloud": "tencent", "guard_stop_instance_id": "ins-1a2b3c4d",
+         "guard_stop_region": "ap-guangzhou"}, "guard_stop_uses_instance_role", "may reboot this instance"),
     # AWS gives a spot instance 2 minutes: a 180 s margin leaves the hook
     # nothing, whatever guard_checkpoint_seconds (idle and budget only) says.
     "a margin past AWS's spot notice": (

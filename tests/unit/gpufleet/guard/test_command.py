@@ -98,7 +98,8 @@ def test_the_metrics_are_read_and_nan_is_unknown():
 def test_the_table_says_unknown_and_never_zero():
     text = _command.table([from_metrics("gpu-a", METRICS), from_metrics("gpu-b", BLIND)], now=1000000.0)
     lines = text.splitlines()
-    assert lines[0].split() == ["host", "guard", "spot", "maintenance", "idle", "spend", "/", "cap", "last", "event"]
+    assert lines[0].split() == ["host", "guard", "spot", "maintenance", "idle", "spend", "/", "cap", "last", "event",
+                                "repair"]
     assert "notice in 2m00s (tencent)" in lines[1] and "320.50 of cap 400.00 (alarm)" in lines[1]
     assert "spot -> none, checkpoint NOT landed" in lines[1]
     # No price and no cap, said plainly.
@@ -119,6 +120,24 @@ def test_a_scheduled_maintenance_window_shows_its_code_and_when():
     assert "system-reboot in 2h00m" in _command.table([node], now=1000000.0)
     assert "system-reboot now" in _command.table([node], now=1007300.0)
     assert from_metrics("gpu-b", BLIND).maintenance is None
+
+
+def test_each_repair_shows_its_fault_rung_and_state_open_ones_first():
+    repairing = METRICS + (
+        'gpufleet_guard_repair_state{fault="xid-13-0000:3b:00.0",class="RESTART_APP",rung="restart_app",state="cleared"} 1\n'
+        'gpufleet_guard_repair_state{fault="xid-79-0000:3b:00.0",class="RESTART_VM",rung="reboot",state="held"} 1\n'
+        'gpufleet_guard_repairs{state="held"} 1\n'
+        'gpufleet_guard_repair_report_readable 1\n')
+    node = from_metrics("gpu-a", repairing)
+    assert node.repairs == (("xid-13-0000:3b:00.0", "RESTART_APP", "restart_app", "cleared"),
+                            ("xid-79-0000:3b:00.0", "RESTART_VM", "reboot", "held"))
+    line = _command.table([node], now=1000000.0).splitlines()[1]
+    assert line.endswith("xid-79-0000:3b:00.0 at reboot (held); xid-13-0000:3b:00.0 at restart_app (cleared)")
+    # Repair on with nothing to repair; repair off (or a daemon that does not say).
+    assert _command.table([from_metrics("gpu-a", METRICS + "gpufleet_guard_repair_report_readable 1\n")],
+                          now=1000000.0).splitlines()[1].endswith("  none")
+    assert from_metrics("gpu-b", BLIND).repairs is None
+    assert _command.table([from_metrics("gpu-b", BLIND)], now=1000000.0).splitlines()[1].endswith("  off")
 
 
 def test_a_stop_that_failed_says_so_in_the_table():

@@ -40,7 +40,7 @@ def test_kernel_parameter_values_that_are_not_plain_come_first_by_type_then_by_t
 
 def test_every_filter_is_exported():
     assert set(f.FilterModule().filters()) == {"fault_policy_problems", "invalid_by_option", "sysctl_invalid_names",
-                                               "sysctl_invalid_values"}
+                                               "sysctl_invalid_values", "repair_class_problems"}
 
 
 def test_fault_policy_problems_name_each_bad_entry_of_either_policy():
@@ -50,3 +50,13 @@ def test_fault_policy_problems_name_each_bad_entry_of_either_policy():
     problems = f.fault_policy_problems({"RESET_GPU": {"threshold": 0}}, {"79": {"class": "REBOOT"}})
     assert [p.split(" ", 1)[0] for p in problems] == ["node_health_fault_policy.RESET_GPU.threshold",
                                                       "node_health_xid_policy.79.class:"]
+
+
+def test_repair_class_problems_name_each_class_without_a_step_or_unknown():
+    repair_class_problems = f.FilterModule().filters()["repair_class_problems"]
+    assert repair_class_problems([]) == [] and repair_class_problems(["RESTART_APP", "RESTART_VM"]) == []
+    problems = repair_class_problems(["RESET_GPU", "IGNORE", "REBOOT", "WORKFLOW_XID_45"])
+    assert [p.split(":", 1)[1].split(" ")[1] for p in problems] == ["IGNORE", "'REBOOT'", "WORKFLOW_XID_45"]
+    assert "the classes with one: RESTART_APP, CHECK_UVM, RESET_GPU" in problems[0]
+    assert repair_class_problems("RESTART_APP") == [
+        "guard_repair_classes must be a list of classes (got 'RESTART_APP')"]

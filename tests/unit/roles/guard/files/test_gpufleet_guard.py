@@ -21,6 +21,7 @@ load_helper("guard", "gpufleet_guard_probes.py", "gpufleet_guard_probes")
 load_helper("guard", "gpufleet_guard_triggers.py", "gpufleet_guard_triggers")
 load_helper("guard", "gpufleet_guard_actions.py", "gpufleet_guard_actions")
 load_helper("guard", "gpufleet_guard_maintenance.py", "gpufleet_guard_maintenance")
+load_helper("guard", "gpufleet_guard_repair.py", "gpufleet_guard_repair")
 guard = load_helper("guard", "gpufleet_guard.py", "gpufleet_guard")
 
 NOTICE = json.dumps({"action": "terminate", "time": "2026-12-03T04:05:33Z"})
@@ -279,7 +280,7 @@ def test_gpufleet_guard_status_reads_whether_a_price_is_known(tmp_path):
     make(tmp_path, budget={"price_per_hour": None, "node_cap": None}).poll()
     seen = from_metrics("n1", metrics(tmp_path))
     assert seen.priced is False and seen.capped is False
-    assert row(seen, now=seen.last_poll_at)[-2] == "no price known, no cap set"
+    assert row(seen, now=seen.last_poll_at)[5] == "no price known, no cap set"  # the spend / cap column
 
 
 # ---- scheduled maintenance ---------------------------------------------------
@@ -351,3 +352,88 @@ def test_maintenance_off_or_not_read_is_said_and_nothing_is_asked(tmp_path):
 def test_a_maintenance_lead_of_zero_is_refused_by_name(tmp_path):
     with pytest.raises(guard.ConfigError, match="maintenance.lead_seconds must be above 0"):
         guard.load_config(config_file(tmp_path, maintenance={"enabled": True, "lead_seconds": 0}))
+
+
+# The repair ladder in the daemon (its decisions: test_gpufleet_guard_repair.py).
+BREAKER = ["/usr/local/bin/breaker"]
+
+
+def health_report(tmp_path, at, *faults):
+    path = tmp_path / "health" / "report.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"time": datetime.datetime.fromtimestamp(at, datetime.timezone.utc).isoformat(),
+                                "faults": list(faults)}))
+    return str(path)
+
+
+def xid13(last, tripped=True):
+    return {"kind": "xid", "code": 13, "pci": "00000000:3B:00.0", "class": "RESTART_APP", "step": "restart_app",
+            "count": 3, "undated": 0, "last": last, "tripped": tripped, "detail": "Graphics Engine Exception"}
+
+
+def test_a_tripped_fault_of_a_class_turned_on_is_checkpointed_then_its_rung_taken(tmp_path):
+    commands, clock = Commands(), Clock()
+    report = health_report(tmp_path, clock.now, xid13(clock.now - 30))
+    repair = {"classes": ["RESTART_APP"], "report_path": report, "breaker_command": BREAKER}
+    meta = Metadata("aws")
+    with running(meta) as url:
+        result = make(tmp_path, url, clock, commands=commands, spot=False, repair=repair).poll()
+    assert result["repair"]["report"] == ""
+    # The breaker, the checkpoint's signal (the pipeline's event), the job
+    # stopped, node_health started to read the node again.
+    (repair_id,) = json.loads((tmp_path / "state" / "state.json").read_text())["repairs"]
+    assert commands.calls == [
+        [*BREAKER, "acquire", repair_id],
+        ["systemctl", "kill", "--signal=SIGTERM", "--kill-whom=main", "train.service"],
+        ["systemctl", "stop", "train.service"],
+        ["systemctl", "start", "--no-block", "gpufleet-health.service"],
+    ]
+    state = json.loads((tmp_path / "state" / "state.json").read_text())
+    event = state["events"][f"repair-{repair_id}"]
+    assert event["reason"] == "repair" and event["final"]["action"] == "none"
+    assert "RESTART_APP fault xid-13-00000000:3B:00.0" in event["detail"]
+    assert state["repairs"][repair_id]["state"] == "verifying"
+    text = metrics(tmp_path)
+    assert ('gpufleet_guard_repair_state{fault="xid-13-00000000:3B:00.0",class="RESTART_APP",'
+            'rung="restart_app",state="verifying"} 1') in text
+    assert 'gpufleet_guard_repairs{state="verifying"} 1' in text
+    assert 'gpufleet_guard_repairs{state="cleared"} 0' in text
+    assert 'gpufleet_guard_repair_report_readable 1' in text
+
+
+def test_a_class_not_turned_on_is_a_metric_and_no_action(tmp_path):
+    commands, clock = Commands(), Clock()
+    report = health_report(tmp_path, clock.now, xid13(clock.now - 30))
+    repair = {"classes": ["RESTART_VM"], "report_path": report, "breaker_command": BREAKER}
+    with running(Metadata("aws")) as url:
+        make(tmp_path, url, clock, commands=commands, spot=False, repair=repair).poll()
+    assert commands.calls == []
+    text = metrics(tmp_path)
+    assert ('gpufleet_guard_repair_report_only{fault="xid-13-00000000:3B:00.0",class="RESTART_APP",'
+            'step="restart_app"} 1') in text
+    assert "gpufleet_guard_repair_state{" not in text
+
+
+def test_repair_off_reads_no_report_and_writes_no_repair_metric(tmp_path):
+    commands, clock = Commands(), Clock()
+    with running(Metadata("aws")) as url:
+        result = make(tmp_path, url, clock, commands=commands, spot=False).poll()
+    assert result["repair"] is None and "gpufleet_guard_repair" not in metrics(tmp_path)
+
+
+def test_an_unreadable_report_is_a_metric(tmp_path):
+    repair = {"classes": ["RESTART_APP"], "report_path": str(tmp_path / "missing.json"), "breaker_command": BREAKER}
+    with running(Metadata("aws")) as url:
+        result = make(tmp_path, url, spot=False, repair=repair).poll()
+    assert "no node_health report" in result["repair"]["report"]
+    assert "gpufleet_guard_repair_report_readable 0" in metrics(tmp_path)
+
+
+@pytest.mark.parametrize(("classes", "message"), [
+    (["IGNORE"], "IGNORE asks for no repair step"),
+    (["RESTART_APP", "REBOOT"], "'REBOOT' is not a class of NVIDIA's XID catalogue"),
+    ("RESTART_APP", "must be a list of classes"),
+])
+def test_a_bad_repair_class_is_refused_by_name(tmp_path, classes, message):
+    with pytest.raises(guard.ConfigError, match=message):
+        guard.load_config(config_file(tmp_path, repair={"classes": classes, "report_path": "/r.json"}))

@@ -247,7 +247,7 @@ class Guard:
 
         result["records"] = [self.pipeline.handle(event) for event in result["events"]]
         # After the events: a spot notice's checkpoint comes before a repair.
-        result["repair"] = self.ladder.poll(now, boot) if self.ladder else None
+        result["repair"] = self.ladder.poll(self.clock(), boot) if self.ladder else None
         self.save()
         write_metrics(config, result, self.state["events"], self.state["repairs"])
         return result

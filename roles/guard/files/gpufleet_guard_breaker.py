@@ -187,6 +187,10 @@ def main(argv=None, store_class=Store) -> int:
     except ImportError as error:
         report.update(outcome="unknown", detail=f"the SDK is not installed: {error}")
         code = UNKNOWN
+    except ValueError as error:
+        # The SDK's refusal of a setting, such as an endpoint that is no URL.
+        report.update(outcome="refused", detail=f"the configuration {path}: {error}")
+        code = BAD
     except Unknown as error:
         report.update(outcome="unknown", detail=str(error))
         code = UNKNOWN

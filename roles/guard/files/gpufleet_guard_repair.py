@@ -205,11 +205,8 @@ class Ladder:
             return self.save()
         rc, _out, detail = self._command([*self.config.breaker_command, "acquire", record["id"]], 60)
         if rc == BREAKER_GRANTED:
-            self._log(record, "breaker", ok=True, detail=detail)
             record.update(state=ACTING, why="")
-            outcome = self.checkpoint(f"repair-{record['id']}",
-                                      f"{record['class']} fault {record['fault']}: {record['detail']}".rstrip(": "))
-            return self._log(record, "checkpoint", **outcome)
+            return self._log(record, "breaker", ok=True, detail=detail)
         if rc == BREAKER_FULL:
             record["why"] = f"the fleet breaker is full: {detail}"
         else:
@@ -217,6 +214,12 @@ class Ladder:
         return self.save()
 
     def _act(self, record: dict) -> None:
+        if not any(step["step"] == "checkpoint" for step in record["steps"]):
+            # The pipeline's event resumes after its last recorded step: a
+            # guard that stopped during the checkpoint never repeats one.
+            outcome = self.checkpoint(f"repair-{record['id']}",
+                                      f"{record['class']} fault {record['fault']}: {record['detail']}".rstrip(": "))
+            self._log(record, "checkpoint", **outcome)
         rung = record["rung"] = record["rung"] or record["first_rung"]
         if rung == "restart_app":
             self._log(record, rung, **self.stop_job())
@@ -262,8 +265,15 @@ class Ladder:
             return self._hold(record, "act", "the boot cannot be read, so a reboot could not be told apart")
         last = record["steps"][-1] if record["steps"] else {}
         if last.get("step") == "reboot" and last.get("boot_before") != self.boot[0]:
-            # The call that failed went through after all: the node rebooted.
+            # The call went through (one that failed, or whose answer the
+            # reboot cut off): the node rebooted.
             return self._await(record, since=self.now - self.boot[1])
+        if last.get("step") == "reboot" and last.get("ok") is None:
+            # The guard stopped while the call ran, in this boot: it may
+            # have gone through, so it is waited for, never made again.
+            last.update(detail="the guard stopped while the call ran; waited for, not made again")
+            record.update(state=VERIFYING, why="waiting for the node to come back from its reboot")
+            return self.save()
         if not self.config.reboot_command:
             return self._hold(record, "act", "no reboot call is configured (guard_stop_instance_id and "
                                              "guard_stop_region, or guard_stop_command)")

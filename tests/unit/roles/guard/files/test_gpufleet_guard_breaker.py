@@ -166,6 +166,7 @@ def test_an_unreachable_store_or_missing_bucket_is_unknown(config, tmp_path, cap
     ({"window_seconds": "300"}, "window_seconds must be a number from 1, not '300'"),
     ({"lease_seconds": True}, "lease_seconds must be a number from 1, not True"),
     ({"credentials": {"access_key_id": "AKID"}}, "credentials need access_key_id and secret_access_key"),
+    ({"endpoint": "not a url"}, "Invalid endpoint: not a url"),
 ])
 def test_a_bad_configuration_is_refused_by_name(config, tmp_path, capsys, change, message):
     code, report = run(dict(config, **change), tmp_path, capsys, "acquire", "r-1")

@@ -303,6 +303,40 @@ def test_a_guard_restarted_in_the_same_boot_never_reboots_twice(setup, tmp_path)
     assert record2["since"] == clock.now - 60
 
 
+def test_a_guard_stopped_during_the_reboot_call_waits_for_it_and_never_calls_again(setup, tmp_path):
+    ladder, node, _job, records, _saves = setup()
+    clock = Clock()
+    opened(ladder, tmp_path, clock, missing_gpu(clock.now))
+    # As the state was saved just before the call: recorded, no outcome.
+    saved = json.loads(json.dumps(records))
+    (record,) = saved.values()
+    record["steps"][-1].update(ok=None, detail="called")
+    record.update(state=repair.ACTING, why="")
+    ladder2, node2, _job2, records2, _saves2 = setup(records=saved)
+    clock.now += 30
+    ladder2.poll(clock.now, BOOT)
+    assert node2.made("reboot") == [] and only(records2)["state"] == repair.VERIFYING
+    assert "not made again" in only(records2)["steps"][-1]["detail"]
+    clock.now += 60
+    ladder2.poll(clock.now, ("boot-2", 50.0))
+    assert node2.made("reboot") == [] and only(records2)["since"] == clock.now - 50
+
+
+def test_a_guard_stopped_during_the_checkpoint_resumes_it_and_takes_the_rung(setup, tmp_path):
+    ladder, _node, job, records, _saves = setup()
+    clock = Clock()
+    opened(ladder, tmp_path, clock)
+    saved = json.loads(json.dumps(records))
+    (record,) = saved.values()
+    # Saved after the breaker's place, before the checkpoint's end.
+    record.update(state=repair.ACTING, rung=None, steps=record["steps"][:1])
+    ladder2, node2, job2, records2, _saves2 = setup(records=saved)
+    ladder2.poll(clock.now + 5, BOOT)
+    assert [s["step"] for s in only(records2)["steps"]] == ["breaker", "checkpoint", "restart_app"]
+    assert len(job2.checkpoints) == 1 and job2.stops == 1 and node2.made("breaker") == []
+    assert len(job.checkpoints) == 1
+
+
 @pytest.mark.parametrize("rc", [2, 1])
 def test_a_refused_reboot_is_held_after_the_tries_it_deserves(setup, tmp_path, rc):
     ladder, node, _job, records, _saves = setup(node=Node(reboot=(rc, "")))

@@ -1,5 +1,6 @@
-"""`gpufleet guard status`: each node's guard (spot notice, idle time,
-spend against its cap, last event) read from the node, as a table or JSON."""
+"""`gpufleet guard status`: each node's guard (spot notice, maintenance,
+idle time, spend against its cap, last event, repairs) read from the
+node, as a table or JSON."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import time
 from pathlib import Path
 
 from .. import _ansible, _exit
-from ._status import NO_GUARD, REPORTING, UNREACHABLE, UNREADABLE, NodeGuard, from_metrics
+from ._status import NO_GUARD, REPORTING, UNREACHABLE, UNREADABLE, NodeGuard, from_metrics, with_repairs
 
 TASK = "Read the guard's metrics"
+REPAIRS_TASK = "Read the guard's repairs"
 EXIT_OK, EXIT_USAGE, EXIT_NOT_REPORTING, EXIT_UNREACHABLE = _exit.OK, _exit.USAGE, _exit.FAILED, _exit.UNREACHABLE
 
 EPILOG = """\
@@ -34,9 +36,10 @@ def add_parser(sub) -> None:
     guard = sub.add_parser("guard", help="the guard daemon on each node (docs/guard.md)",
                            description="The guard daemon (gpufleet.cloud.guard) across the fleet.")
     actions = guard.add_subparsers(dest="action", required=True)
-    status = actions.add_parser("status", help="each node's triggers, spend, cap and idle time",
-                                description="Read each node's guard metrics and show its spot notice, idle time, "
-                                            "spend against its cap and last event. Unknown is shown as unknown.",
+    status = actions.add_parser("status", help="each node's triggers, spend, cap, idle time and repairs",
+                                description="Read each node's guard metrics and show its spot notice, scheduled "
+                                            "maintenance, idle time, spend against its cap, last event and GPU "
+                                            "fault repairs. Unknown is shown as unknown.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     status.add_argument("-i", "--inventory", required=True, help="inventory path, e.g. inventories/aliyun")
     status.add_argument("--limit", help="only these hosts or groups (Ansible pattern)")
@@ -62,6 +65,12 @@ def collect(root: Path, inventory: str, limit: str | None, quiet: bool) -> tuple
                 nodes[host] = NodeGuard(host, UNREADABLE, f"the metrics file is not text: {error}")
                 return
             nodes[host] = from_metrics(host, text)
+        elif (event.get("event") == "runner_on_ok" and data.get("task") == REPAIRS_TASK and "content" in res
+              and host in nodes):
+            try:
+                nodes[host] = with_repairs(nodes[host], base64.b64decode(res["content"]).decode("utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                pass  # the history stays unknown; the metrics still say each repair's state
 
     rc, status = _ansible.run_playbook(root, "playbooks/guard_status.yml", inventory, {}, "", limit, None, quiet,
                                        on_event=on_event)
@@ -126,11 +135,16 @@ def row(node: NodeGuard, now: float) -> list[str]:
 
 def _repair(node: NodeGuard) -> str:
     """Each repair the guard shows, open ones first: its fault, the rung it
-    is at and its state."""
+    is at, its state, and why where it waits or holds (the repairs file)."""
     if node.repairs is None:
         return "off"
-    shown = sorted(node.repairs, key=lambda r: r[3] in ("cleared", "exhausted"))
-    return "; ".join(f"{fault} at {rung} ({state})" for fault, _cls, rung, state in shown) or "none"
+    why = {(r.get("fault"), r.get("state")): r.get("why") for r in node.repair_history or ()}
+    cells = []
+    for fault, _cls, rung, state in sorted(node.repairs, key=lambda r: r[3] in ("cleared", "exhausted")):
+        # Why, for the repairs that wait for something or hold.
+        reason = why.get((fault, state)) if state in ("held", "waiting") else None
+        cells.append(f"{fault} at {rung} ({state}: {reason})" if reason else f"{fault} at {rung} ({state})")
+    return "; ".join(cells) or "none"
 
 
 def _maintenance(node: NodeGuard, now: float) -> str:

@@ -5,6 +5,7 @@ wrote as NaN, or did not write, is None here and "unknown" when shown."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 
@@ -52,6 +53,9 @@ class NodeGuard:
     # The repair ladder: None where repair is off (or a daemon that does
     # not say); else each repair shown (fault, class, rung, state).
     repairs: tuple[tuple[str, str, str, str], ...] | None = None
+    # The guard's own account of each repair shown: why it is where it is,
+    # and its steps (None: no repairs file, or one that does not read).
+    repair_history: tuple[dict, ...] | None = None
 
 
 def parse(text: str) -> dict[str, list[tuple[dict[str, str], float | None]]]:
@@ -147,3 +151,15 @@ def _repairs(samples) -> tuple[tuple[str, str, str, str], ...] | None:
     return tuple(sorted((labels.get("fault", ""), labels.get("class", ""), labels.get("rung", ""),
                          labels.get("state", "")) for labels, value in samples.get("gpufleet_guard_repair_state", [])
                         if value == 1))
+
+
+def with_repairs(node: NodeGuard, text: str) -> NodeGuard:
+    """The node with the guard's repairs file read into it; a file that
+    does not read leaves the history unknown."""
+    try:
+        history = json.loads(text)["repairs"]
+        if not isinstance(history, list) or not all(isinstance(r, dict) for r in history):
+            raise TypeError("repairs is not a list of objects")
+    except (ValueError, KeyError, TypeError):
+        return node
+    return dataclasses.replace(node, repair_history=tuple(history))

@@ -70,6 +70,8 @@ class Config:
     state_path: str
     textfile_dir: str
     nvidia_smi: str
+    # The repairs as `gpufleet guard status` reads them (readable by all).
+    repairs_path: str = ""
 
 
 def load_config(path: str) -> Config:
@@ -111,7 +113,8 @@ def load_config(path: str) -> Config:
                 stop_attempts=int(act.get("stop_attempts", 5)),
                 stop_backoff_seconds=float(act.get("stop_backoff_seconds", 2))),
             repair=load_repair(raw.get("repair") or {}, raw["nvidia_smi"]),
-            state_path=raw["state_path"], textfile_dir=raw["textfile_dir"], nvidia_smi=raw["nvidia_smi"])
+            state_path=raw["state_path"], textfile_dir=raw["textfile_dir"], nvidia_smi=raw["nvidia_smi"],
+            repairs_path=raw.get("repairs_path", ""))
     except KeyError as error:
         raise ConfigError(f"{path}: the key {error.args[0]!r} is missing") from None
     except (TypeError, ValueError) as error:
@@ -250,11 +253,31 @@ class Guard:
         result["repair"] = self.ladder.poll(self.clock(), boot) if self.ladder else None
         self.save()
         write_metrics(config, result, self.state["events"], self.state["repairs"])
+        if config.repair is not None and config.repairs_path:
+            write_repairs(config.repairs_path, self.state["repairs"], result["at"])
         return result
 
 
 # How long a closed repair stays in the metrics: a day of dashboards.
 REPAIR_SHOWN_SECONDS = 86400
+
+
+def shown_repairs(repairs: dict, now: float) -> list[dict]:
+    """The repairs the metrics and the status show: the open ones, and
+    those closed within a day."""
+    return [r for r in repairs.values() if r["state"] in repair.OPEN or now - r["closed_at"] < REPAIR_SHOWN_SECONDS]
+
+
+def write_repairs(path: str, repairs: dict, now: float) -> None:
+    """Each shown repair with why it is where it is and its steps, for
+    `gpufleet guard status`: no secret is in a repair, and the state file
+    is root's only."""
+    fields = ("id", "fault", "class", "rung", "first_rung", "state", "why", "opened_at", "closed_at")
+    body = {"written": now, "repairs": [
+        {**{f: r.get(f) for f in fields},
+         "steps": [{k: s.get(k) for k in ("step", "at", "ok", "detail")} for s in r["steps"]]}
+        for r in sorted(shown_repairs(repairs, now), key=lambda r: r["opened_at"])]}
+    textfile.write_atomic(path, json.dumps(body, indent=1, sort_keys=True) + "\n", make_dirs=True)
 
 
 def repair_metrics(config: Config, result: dict, repairs: dict) -> list[str]:
@@ -263,8 +286,7 @@ def repair_metrics(config: Config, result: dict, repairs: dict) -> list[str]:
     repair is off for; whether node_health's report could be read."""
     if config.repair is None:
         return []
-    now, seen = result["at"], result["repair"]
-    shown = [r for r in repairs.values() if r["state"] in repair.OPEN or now - r["closed_at"] < REPAIR_SHOWN_SECONDS]
+    seen, shown = result["repair"], shown_repairs(repairs, result["at"])
     lines = textfile.gauge(
         "gpufleet_guard_repair_state",
         "A repair of a GPU fault: 1 on its state and rung (open ones, and those closed within a day).",

@@ -213,6 +213,11 @@ def test_a_tripped_gpu_fault_is_checkpointed_its_job_stopped_and_cleared_by_a_la
         f"acquire {record['id']}", f"release {record['id']}"]
     node = fleet_view(host)
     assert node["repairs"] == [["xid-13-00000000:3B:00.0", "RESTART_APP", "restart_app", "cleared"]], node
+    # The guard's own account, which the fleet view reads from the node.
+    (history,) = node["repair_history"]
+    assert history["state"] == "cleared" and history["why"].startswith("cleared after restart_app")
+    assert [step["step"] for step in history["steps"]] == ["breaker", "checkpoint", "restart_app", "breaker_release"]
+    assert host.file("/run/gpufleet-guard/repairs.json").mode == 0o644
     # Still tripped in the report, but counted once: no second repair.
     time.sleep(2)
     assert len(json.loads(host.file(STATE).content_string)["repairs"]) == 1

@@ -8,6 +8,7 @@ import base64
 import json
 import re
 from argparse import Namespace
+from pathlib import Path
 
 import pytest
 
@@ -76,6 +77,17 @@ def fleet(monkeypatch):
     monkeypatch.setattr(_command._ansible, "run_playbook", run_playbook)
 
 
+def collect_from(monkeypatch, events):
+    """What collect() makes of these playbook events."""
+    def run_playbook(*_args, on_event=None, **_kwargs):
+        for event in events:
+            on_event(event)
+        return 0, "successful"
+
+    monkeypatch.setattr(_command._ansible, "run_playbook", run_playbook)
+    return _command.collect(Path("."), "inv", None, True)[0]
+
+
 def test_every_kind_of_node_gets_its_row(fleet, tmp_path):
     nodes, rc, _status = _command.collect(tmp_path, "inv", None, True)
     assert rc == 2
@@ -122,7 +134,7 @@ def test_a_scheduled_maintenance_window_shows_its_code_and_when():
     assert from_metrics("gpu-b", BLIND).maintenance is None
 
 
-def test_each_repair_shows_its_fault_rung_and_state_open_ones_first():
+def test_each_repair_shows_its_fault_rung_and_state_open_ones_first(monkeypatch):
     repairing = METRICS + (
         'gpufleet_guard_repair_state{fault="xid-13-0000:3b:00.0",class="RESTART_APP",rung="restart_app",state="cleared"} 1\n'
         'gpufleet_guard_repair_state{fault="xid-79-0000:3b:00.0",class="RESTART_VM",rung="reboot",state="held"} 1\n'
@@ -138,6 +150,25 @@ def test_each_repair_shows_its_fault_rung_and_state_open_ones_first():
                           now=1000000.0).splitlines()[1].endswith("  none")
     assert from_metrics("gpu-b", BLIND).repairs is None
     assert _command.table([from_metrics("gpu-b", BLIND)], now=1000000.0).splitlines()[1].endswith("  off")
+
+    # The guard's repairs file: why the held one holds, and each step (JSON).
+    history = {"repairs": [
+        {"fault": "xid-79-0000:3b:00.0", "state": "held", "rung": "reboot", "why": "no reboot call is configured",
+         "steps": [{"step": "breaker", "at": 999000.0, "ok": True, "detail": ""}]},
+        {"fault": "xid-13-0000:3b:00.0", "state": "cleared", "rung": "restart_app", "why": "cleared after restart_app",
+         "steps": []}]}
+    events = [{"event": "playbook_on_task_start", "event_data": {"task": _command.TASK}}, ok("gpu-a", repairing),
+              {"event": "runner_on_ok", "event_data": {"host": "gpu-a", "task": _command.REPAIRS_TASK, "res": {
+                  "content": base64.b64encode(json.dumps(history).encode()).decode()}}}]
+    (node,) = collect_from(monkeypatch, events)
+    assert node.repair_history[0]["steps"][0]["step"] == "breaker"
+    line = _command.table([node], now=1000000.0).splitlines()[1]
+    assert line.endswith("xid-79-0000:3b:00.0 at reboot (held: no reboot call is configured); "
+                         "xid-13-0000:3b:00.0 at restart_app (cleared)")
+    # A repairs file that does not read leaves the history unknown, the row as the metrics say.
+    events[-1]["event_data"]["res"]["content"] = base64.b64encode(b"{not json").decode()
+    (node,) = collect_from(monkeypatch, events)
+    assert node.repair_history is None and node.repairs is not None
 
 
 def test_a_stop_that_failed_says_so_in_the_table():

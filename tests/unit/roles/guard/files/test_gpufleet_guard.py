@@ -376,8 +376,10 @@ def test_a_tripped_fault_of_a_class_turned_on_is_checkpointed_then_its_rung_take
     report = health_report(tmp_path, clock.now, xid13(clock.now - 30))
     repair = {"classes": ["RESTART_APP"], "report_path": report, "breaker_command": BREAKER}
     meta = Metadata("aws")
+    repairs = tmp_path / "run" / "repairs.json"
     with running(meta) as url:
-        result = make(tmp_path, url, clock, commands=commands, spot=False, repair=repair).poll()
+        result = make(tmp_path, url, clock, commands=commands, spot=False, repair=repair,
+                      repairs_path=str(repairs)).poll()
     assert result["repair"]["report"] == ""
     # The breaker, the checkpoint's signal (the pipeline's event), the job
     # stopped, node_health started to read the node again.
@@ -399,6 +401,12 @@ def test_a_tripped_fault_of_a_class_turned_on_is_checkpointed_then_its_rung_take
     assert 'gpufleet_guard_repairs{state="verifying"} 1' in text
     assert 'gpufleet_guard_repairs{state="cleared"} 0' in text
     assert 'gpufleet_guard_repair_report_readable 1' in text
+    # What `gpufleet guard status` reads: readable by all, each repair with
+    # why it is where it is and its steps.
+    assert oct(repairs.stat().st_mode & 0o777) == "0o644"
+    (shown,) = json.loads(repairs.read_text())["repairs"]
+    assert (shown["id"], shown["state"], shown["why"]) == (repair_id, "verifying", "waiting for a node_health report")
+    assert [step["step"] for step in shown["steps"]] == ["breaker", "checkpoint", "restart_app"]
 
 
 def test_a_class_not_turned_on_is_a_metric_and_no_action(tmp_path):
@@ -417,8 +425,10 @@ def test_a_class_not_turned_on_is_a_metric_and_no_action(tmp_path):
 def test_repair_off_reads_no_report_and_writes_no_repair_metric(tmp_path):
     commands, clock = Commands(), Clock()
     with running(Metadata("aws")) as url:
-        result = make(tmp_path, url, clock, commands=commands, spot=False).poll()
+        result = make(tmp_path, url, clock, commands=commands, spot=False,
+                      repairs_path=str(tmp_path / "run" / "repairs.json")).poll()
     assert result["repair"] is None and "gpufleet_guard_repair" not in metrics(tmp_path)
+    assert not (tmp_path / "run" / "repairs.json").exists()
 
 
 def test_an_unreadable_report_is_a_metric(tmp_path):

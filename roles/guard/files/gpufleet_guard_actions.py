@@ -147,14 +147,20 @@ class Pipeline:
             return None
         return done.stdout.strip()
 
+    def _to_job(self, unit_argv: list[str], container_argv: list[str], timeout: float) -> dict:
+        """One command per job unit (``unit_argv`` + the unit) and per job
+        container (``container_argv`` + the container): each one's outcome."""
+        done = {}
+        for kind, argv, names in (("unit", unit_argv, self.config.job_units),
+                                  ("container", container_argv, self.config.job_containers)):
+            for name in names:
+                rc, out = self._command([*argv, name], timeout)
+                done[f"{kind}:{name}"] = {"rc": rc, "detail": out}
+        return done
+
     def _signal(self, _event: Event, _record: dict) -> dict:
-        sent = {}
-        for unit in self.config.job_units:
-            rc, out = self._command(["systemctl", "kill", f"--signal={self.config.signal}", "--kill-whom=main", unit], 30)
-            sent[f"unit:{unit}"] = {"rc": rc, "detail": out}
-        for name in self.config.job_containers:
-            rc, out = self._command(["docker", "kill", f"--signal={self.config.signal}", name], 30)
-            sent[f"container:{name}"] = {"rc": rc, "detail": out}
+        sent = self._to_job(["systemctl", "kill", f"--signal={self.config.signal}", "--kill-whom=main"],
+                            ["docker", "kill", f"--signal={self.config.signal}"], 30)
         return {"signal": self.config.signal, "targets": sent, "at": self.clock()}
 
     def _hook(self, event: Event, record: dict) -> dict:
@@ -183,13 +189,7 @@ class Pipeline:
     def stop_job(self) -> dict:
         """Stop the job's units and containers (the repair ladder's first
         rung, after its checkpoint): whether every one stopped."""
-        stopped = {}
-        for unit in self.config.job_units:
-            rc, out = self._command(["systemctl", "stop", unit], 120)
-            stopped[f"unit:{unit}"] = {"rc": rc, "detail": out}
-        for name in self.config.job_containers:
-            rc, out = self._command(["docker", "stop", name], 120)
-            stopped[f"container:{name}"] = {"rc": rc, "detail": out}
+        stopped = self._to_job(["systemctl", "stop"], ["docker", "stop"], 120)
         if not stopped:
             return {"ok": None, "detail": "no job units or containers configured (guard_job_units, guard_job_containers)"}
         return {"ok": all(target["rc"] == 0 for target in stopped.values()), "targets": stopped}

@@ -177,18 +177,14 @@ def main(argv=None, store_class=Store) -> int:
     try:
         with open(path, encoding="utf-8") as handle:
             config = load_config(json.load(handle))
-    except (OSError, ValueError, AttributeError) as error:
-        report.update(outcome="refused", detail=f"the configuration {path}: {error}")
-        print(json.dumps(report, sort_keys=True))
-        return BAD
-    try:
         report.update(change(config, action, repair, store_class(config)))
         code = FULL if report["outcome"] == "full" else GRANTED
     except ImportError as error:
         report.update(outcome="unknown", detail=f"the SDK is not installed: {error}")
         code = UNKNOWN
-    except ValueError as error:
-        # The SDK's refusal of a setting, such as an endpoint that is no URL.
+    except (OSError, ValueError, AttributeError) as error:
+        # The file, its settings, or the SDK's refusal of one (an endpoint
+        # that is no URL).
         report.update(outcome="refused", detail=f"the configuration {path}: {error}")
         code = BAD
     except Unknown as error:

@@ -101,7 +101,7 @@ def verdict(report: dict | None, key: str, since: float) -> tuple[str, str]:
     faults = report["faults"]
     same = next((f for f in faults if fault_key(f) == key), None)
     if same is not None and same.get("last") is not None and same["last"] >= since:
-        return "again", f"seen again at {iso(same['last'])}, after the step"
+        return "again", f"seen again at {actions.iso(same['last'])}, after the step"
     unreadable = [f["kind"] for f in faults if f.get("kind") in UNREADABLE_KINDS]
     if unreadable:
         return "unknown", f"the report could not read the node: {', '.join(unreadable)}"
@@ -114,10 +114,6 @@ def smi_id(pci: str) -> str:
     """A GPU's PCI address as nvidia-smi's -i takes it (domain:bus:device.function):
     the kernel's XID lines leave the function out."""
     return pci if "." in pci else f"{pci}.0"
-
-
-def iso(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 class Ladder:

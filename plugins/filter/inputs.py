@@ -71,20 +71,15 @@ def sysctl_invalid_values(params) -> list:
             + [name for name, value in items if isinstance(value, str) and not _SYSCTL_VALUE.match(value)])
 
 
-def fault_policy_problems(classes, codes) -> list:
-    """node_health's fault policies (by class, by XID code): one sentence
-    per problem, naming its entry; the node's check refuses the same."""
-    return policy_problems(classes, codes)
-
-
 class FilterModule:
     """The roles' structural input checks."""
 
     def filters(self):
         return {
-            "fault_policy_problems": fault_policy_problems,
+            # The node scripts' own checks of their configuration (node_health's
+            # fault policies, the guard's classes to repair), registered as they are.
+            "fault_policy_problems": policy_problems,
             "invalid_by_option": invalid_by_option,
-            # The guard's own check of its configuration, registered as it is.
             "repair_class_problems": repair_class_problems,
             "sysctl_invalid_names": sysctl_invalid_names,
             "sysctl_invalid_values": sysctl_invalid_values,

@@ -46,8 +46,9 @@ def test_every_filter_is_exported():
 def test_fault_policy_problems_name_each_bad_entry_of_either_policy():
     """The preflight's filter is the node check's own validation
     (_gpu_faults.policy_problems, tested there entry by entry)."""
-    assert f.fault_policy_problems({"RESTART_APP": {"threshold": 5}}, {79: {"class": "IGNORE"}}) == []
-    problems = f.fault_policy_problems({"RESET_GPU": {"threshold": 0}}, {"79": {"class": "REBOOT"}})
+    fault_policy_problems = f.FilterModule().filters()["fault_policy_problems"]
+    assert fault_policy_problems({"RESTART_APP": {"threshold": 5}}, {79: {"class": "IGNORE"}}) == []
+    problems = fault_policy_problems({"RESET_GPU": {"threshold": 0}}, {"79": {"class": "REBOOT"}})
     assert [p.split(" ", 1)[0] for p in problems] == ["node_health_fault_policy.RESET_GPU.threshold",
                                                       "node_health_xid_policy.79.class:"]
 

@@ -460,3 +460,26 @@ def test_a_new_occurrence_after_a_cleared_repair_opens_a_new_one(setup, tmp_path
     write_report(report, clock.now, fault(last=clock.now - 30))
     ladder.poll(clock.now, BOOT)
     assert sorted(r["state"] for r in records.values()) == [repair.CLEARED, repair.VERIFYING]
+
+
+def test_a_repair_held_on_an_unknown_hides_and_blocks_no_other(setup, tmp_path):
+    """Two faults tripped in one report: the GPU reset's nvidia-smi fails
+    (held, no reset), and XID 13 on the other GPU goes its own way to
+    cleared, each with its own record."""
+    ladder, node, job, records, _saves = setup(node=Node(query=(9, "")))
+    clock = Clock()
+    report = tmp_path / "report.json"
+    other = "00000000:86:00.0"
+    write_report(report, clock.now, fault(code=62, cls="RESET_GPU", step="reset_gpu", last=clock.now - 60),
+                 fault(pci=other, last=clock.now - 60))
+    ladder.poll(clock.now, BOOT)
+    by_fault = {r["fault"]: r for r in records.values()}
+    assert by_fault[f"xid-62-{PCI}"]["state"] == repair.HELD and node.made("reset") == []
+    assert by_fault[f"xid-13-{other}"]["state"] == repair.VERIFYING
+    assert len(job.checkpoints) == 2
+    clock.now += 60
+    write_report(report, clock.now, fault(code=62, cls="RESET_GPU", step="reset_gpu", last=clock.now - 120),
+                 fault(pci=other, last=clock.now - 120))
+    ladder.poll(clock.now, BOOT)
+    assert by_fault[f"xid-13-{other}"]["state"] == repair.CLEARED
+    assert by_fault[f"xid-62-{PCI}"]["state"] == repair.HELD and node.made("reset") == []

@@ -15,6 +15,8 @@ project id in the ECS path tells the emulator the region.
   A server that is already stopped is left as it is. The same path with
   ``reboot`` (BatchRebootServers) records each running server's reboot in
   ``reboots``; it stays ACTIVE.
+- /v3/{project_id}/instance-scheduled-events (ListScheduledEvents): the
+  events given with ``schedule_event``; instance_id, state, limit, marker.
 - Errors: {"error": {"code", "message"}} with an HTTP error status;
   throttling is HTTP 429 with the API gateway's {"error_code": "APIGW.0308"}.
 
@@ -58,6 +60,7 @@ DOMAIN_ID = "0" * 24 + "d0ma1n00"
 _ACCESS = re.compile(r"Access=([^,\s]+)")
 _ECS_PATH = re.compile(r"^/v1/([0-9a-f]{32})/cloudservers/([^/]+)$")
 _ECS_ACTIONS = {"detail": "ListServersDetails", "flavors": "ListFlavors", "action": "BatchStopServers"}
+_EVENTS_PATH = re.compile(r"^/v3/([0-9a-f]{32})/instance-scheduled-events$")
 
 
 def project_id(region):
@@ -80,6 +83,10 @@ class HuaweiEmulator(Emulator):
                 action = "BatchRebootServers"
             region = next((r for r in self.regions if project_id(r) == match.group(1)), match.group(1))
             return action, region
+        match = _EVENTS_PATH.match(request.path)
+        if match:
+            return "ListScheduledEvents", next((r for r in self.regions if project_id(r) == match.group(1)),
+                                               match.group(1))
         actions = {"/v3/auth/domains": "KeystoneListAuthDomains", "/v3/auth/projects": "KeystoneListAuthProjects",
                    "/v3/projects": "KeystoneListProjects"}
         return actions.get(request.path, request.path), None
@@ -101,6 +108,8 @@ class HuaweiEmulator(Emulator):
             return Response(200, {"server": _server(inst)})
         if action in ("BatchStopServers", "BatchRebootServers"):
             return self._batch(request, region, action)
+        if action == "ListScheduledEvents":
+            return self._events(request.query)
         if action == "ListFlavors":
             hollow_gpus = (region, action) in self.faults.gpu_fields_missing
             return Response(200, {"flavors": [_flavor(name, hollow_gpus) for name in sorted(CATALOG)
@@ -116,6 +125,17 @@ class HuaweiEmulator(Emulator):
                                   "servers": [_server(s, (region, action) in self.faults.gpu_fields_missing)
                                               for s in everything[start:start + limit]]})
         return _error(404, "APIGW.0101", "The API does not exist or has not been published in the environment.")
+
+    def _events(self, query):
+        # The SDK writes its lists comma-separated (collection format csv).
+        states = [v for v in (query.get("state") or "").split(",") if v]
+        found = [e for e in self.events_of((query.get("instance_id") or "").split(","))
+                 if not states or e.get("state") in states]
+        limit = int(query.get("limit") or 100)
+        start = next((i + 1 for i, e in enumerate(found) if e.get("id") == query.get("marker")), 0)
+        page = found[start:start + limit]
+        more = start + limit < len(found)
+        return Response(200, {"events": page, "page_info": {"next_marker": page[-1]["id"] if more else None}})
 
     def _batch(self, request, region, action):
         stop = action == "BatchStopServers"

@@ -9,7 +9,8 @@ allows), StopInstances (StoppedMode, StopType; running instances become
 stopped and each stop is recorded in ``stops``; a stopped one is refused
 with UnsupportedOperation.InstanceStateStopped, as CVM refuses it),
 RebootInstances (StopType; each reboot recorded in ``reboots``, refused
-as a stop is). Every answer is HTTP 200 with
+as a stop is), DescribeTaskInfo (the repair tasks given with
+``schedule_event``; InstanceIds, TaskStatus, Offset/Limit). Every answer is HTTP 200 with
 {"Response": {...}}; errors are {"Response": {"Error": {"Code", "Message"}}},
 throttling is "RequestLimitExceeded", as CVM sends them.
 
@@ -77,6 +78,14 @@ class TencentEmulator(Emulator):
             return self._stop(params)
         if action == "RebootInstances":
             return self._reboot(params)
+        if action == "DescribeTaskInfo":
+            limit, offset = int(params.get("Limit", 20)), int(params.get("Offset", 0))
+            if not 1 <= limit <= MAX_LIMIT:
+                return _error("InvalidParameterValue.Limit", "Limit must be between 1 and 100.")
+            found = [t for t in self.events_of(params.get("InstanceIds") or ())
+                     if not params.get("TaskStatus") or t.get("TaskStatus") in params["TaskStatus"]]
+            return _ok({"TotalCount": len(found) + self.faults.total_skew.get(region, 0),
+                        "RepairTaskInfoSet": found[offset:offset + limit]})
         if action == "DescribeInstanceTypeConfigs":
             filters = {f["Name"]: f["Values"] for f in params.get("Filters") or ()}
             if any(len(v) != 1 for v in filters.values()):

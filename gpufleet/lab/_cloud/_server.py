@@ -227,6 +227,20 @@ class Emulator:
         with self._lock:
             self.reboots.append(dict(detail, instance_id=inst["instance_id"]))
 
+    def schedule_event(self, inst, event):
+        """Give the instance one scheduled event, written as the cloud's
+        event API lists it (each emulator's events call filters and pages
+        them); returns it."""
+        with self._lock:
+            inst.setdefault("events", []).append(event)
+        return event
+
+    def events_of(self, instance_ids):
+        """The events of the instances with these ids, in seed order."""
+        with self._lock:
+            return [event for insts in self.instances.values() for inst in insts
+                    if inst["instance_id"] in instance_ids for event in inst.get("events", ())]
+
     def known_type(self, name):
         return name in self.CATALOG
 

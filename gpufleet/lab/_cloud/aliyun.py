@@ -7,7 +7,9 @@ Actions: DescribeRegions, DescribeInstances (NextToken/MaxResults paging,
 instance becomes stopped and the stop is recorded in ``stops``; one that is
 not running is refused with IncorrectInstanceStatus, as ECS refuses it),
 RebootInstance (ForceStop; recorded in ``reboots``, refused as a stop
-is). The
+is), DescribeInstanceHistoryEvents (the events given with
+``schedule_event``; InstanceId, InstanceEventCycleStatus.N,
+PageNumber/PageSize). The
 answers follow the documented response shapes (Instances.Instance[],
 Tags.Tag[], VpcAttributes.PrivateIpAddress.IpAddress[] ...), errors are
 {"Code", "Message", "RequestId"} with an HTTP error status; throttling is
@@ -91,6 +93,8 @@ class AliyunEmulator(Emulator):
             return self._stop(params)
         if action == "RebootInstance":
             return self._reboot(params)
+        if action == "DescribeInstanceHistoryEvents":
+            return self._events(params, region)
         if action == "DescribeInstanceTypes":
             wanted = [v for k, v in sorted(params.items()) if k.startswith("InstanceTypes.")]
             # DescribeInstanceTypes names no region: a gpu_fields_missing
@@ -124,6 +128,20 @@ class AliyunEmulator(Emulator):
                 _without(_instance(i), (region, "DescribeInstances") in self.faults.gpu_fields_missing,
                          _INSTANCE_GPU_FIELDS) for i in page]},
         })
+
+    def _events(self, params, region):
+        if region not in self.regions:
+            return _error(404, "InvalidRegionId.NotFound", "The specified RegionId does not exist.")
+        states = [v for k, v in params.items() if k.startswith("InstanceEventCycleStatus.")]
+        found = [e for e in self.events_of([params.get("InstanceId")])
+                 if not states or e.get("EventCycleStatus", {}).get("Name") in states]
+        number, size = int(params.get("PageNumber") or 1), int(params.get("PageSize") or 10)
+        if not 1 <= size <= MAX_RESULTS:
+            return _error(400, "InvalidParameter.PageSize", "The specified parameter PageSize is not valid.")
+        return Response(200, {
+            "RequestId": request_id(), "PageNumber": number, "PageSize": size,
+            "TotalCount": len(found) + self.faults.total_skew.get(region, 0),
+            "InstanceSystemEventSet": {"InstanceSystemEventType": found[(number - 1) * size:number * size]}})
 
     def _stop(self, params):
         inst, refused = self._running(params)

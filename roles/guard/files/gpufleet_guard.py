@@ -72,6 +72,12 @@ class Config:
     nvidia_smi: str
     # The repairs as `gpufleet guard status` reads them (readable by all).
     repairs_path: str = ""
+    # Alibaba, Tencent, Huawei: the instance program that reads the cloud's
+    # events through its API (empty: not read, and why), and how often.
+    maintenance_command: tuple[str, ...] = ()
+    maintenance_not_read: str = ""
+    maintenance_interval_seconds: float = 300
+    maintenance_timeout_seconds: float = 120
 
 
 def load_config(path: str) -> Config:
@@ -84,6 +90,7 @@ def load_config(path: str) -> Config:
         raise ConfigError(f"{path}: {error}") from None
     try:
         idle, budget, act = raw.get("idle") or {}, raw.get("budget") or {}, raw["actions"]
+        maint = raw.get("maintenance") or {}
         cloud = raw["cloud"]
         if raw.get("spot") and cloud not in notice.READERS:
             raise ConfigError(f"spot is on, so cloud must be one of {', '.join(sorted(notice.READERS))}, not {cloud!r}")
@@ -103,8 +110,8 @@ def load_config(path: str) -> Config:
                 float(budget.get("alarm_ratio", 0.8))),
             budget_job_unit=budget.get("job_unit", ""),
             checkpoint_seconds=float(act.get("checkpoint_seconds", 300)),
-            maintenance=bool((raw.get("maintenance") or {}).get("enabled", False)),
-            maintenance_lead_seconds=float((raw.get("maintenance") or {}).get("lead_seconds", 1800)),
+            maintenance=bool(maint.get("enabled", False)),
+            maintenance_lead_seconds=float(maint.get("lead_seconds", 1800)),
             actions=actions.ActionConfig(
                 marker_path=act["marker_path"], signal=act.get("signal", "SIGTERM"),
                 job_units=tuple(act.get("job_units", ())), job_containers=tuple(act.get("job_containers", ())),
@@ -114,15 +121,19 @@ def load_config(path: str) -> Config:
                 stop_backoff_seconds=float(act.get("stop_backoff_seconds", 2))),
             repair=load_repair(raw.get("repair") or {}, raw["nvidia_smi"]),
             state_path=raw["state_path"], textfile_dir=raw["textfile_dir"], nvidia_smi=raw["nvidia_smi"],
-            repairs_path=raw.get("repairs_path", ""))
+            repairs_path=raw.get("repairs_path", ""),
+            maintenance_command=tuple(maint.get("command") or ()), maintenance_not_read=maint.get("not_read", ""),
+            maintenance_interval_seconds=float(maint.get("interval_seconds", 300)),
+            maintenance_timeout_seconds=float(maint.get("timeout_seconds", 120)))
     except KeyError as error:
         raise ConfigError(f"{path}: the key {error.args[0]!r} is missing") from None
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{path}: {error}") from None
     if config.poll_seconds <= 0:
         raise ConfigError(f"{path}: poll_seconds must be above 0, not {config.poll_seconds:g}")
-    if config.maintenance_lead_seconds <= 0:
-        raise ConfigError(f"{path}: maintenance.lead_seconds must be above 0, not {config.maintenance_lead_seconds:g}")
+    for key in ("lead_seconds", "interval_seconds", "timeout_seconds"):
+        if getattr(config, "maintenance_" + key) <= 0:
+            raise ConfigError(f"{path}: maintenance.{key} must be above 0, not {getattr(config, 'maintenance_' + key):g}")
     return config
 
 
@@ -170,13 +181,25 @@ class Guard:
         self.meter = triggers.Meter(**self.state["meter"])
         self.reader = reader or (notice.reader_for(config.cloud, config.metadata_endpoint) if config.spot else None)
         # Its own reader (and token): maintenance is read on every node, spot or not.
-        self.maintenance_reader = maintenance_reader or (
-            notice.reader_for(config.cloud, config.metadata_endpoint)
-            if config.maintenance and config.cloud in notice.READERS else None)
+        self.maintenance_reader = maintenance_reader or self._maintenance_source(config)
         kwargs = {"run": pipeline_run} if pipeline_run else {}
         self.pipeline = actions.Pipeline(config.actions, self.state["events"], self.save, clock=clock, **kwargs)
         self.ladder = repair.Ladder(config.repair, self.state["repairs"], self.save, self._checkpoint,
                                     self.pipeline.stop_job, **kwargs) if config.repair else None
+
+    @staticmethod
+    def _maintenance_source(config: Config):
+        """AWS's metadata reader; the API call in the background for the
+        clouds that document their events through the API only; else why
+        they are not read."""
+        if not config.maintenance:
+            return None
+        if config.cloud in maintenance.API_CLOUDS:
+            if not config.maintenance_command:
+                return config.maintenance_not_read or "the cloud's events need the instance program"
+            return maintenance.ApiSource(config.cloud, config.maintenance_command,
+                                         config.maintenance_interval_seconds, config.maintenance_timeout_seconds)
+        return notice.reader_for(config.cloud, config.metadata_endpoint) if config.cloud in notice.READERS else None
 
     def _checkpoint(self, event_id: str, detail: str) -> dict:
         """A repair's checkpoint: the action pipeline's event, whose final
@@ -206,7 +229,7 @@ class Guard:
         # Maintenance: each window the cloud scheduled is an event once it
         # is `lead` away, its deadline the window's start; the cloud's own
         # reboot or stop is the final action.
-        planned = (maintenance.read(self.maintenance_reader, config.cloud) if config.maintenance
+        planned = (maintenance.read(self.maintenance_reader, config.cloud, now) if config.maintenance
                    else maintenance.Reading(MAINTENANCE_OFF, detail="off: guard_maintenance_enabled, or no guard_cloud"))
         result["maintenance"] = planned
         for window in maintenance.due(planned, now, config.maintenance_lead_seconds):

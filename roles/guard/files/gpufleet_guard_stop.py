@@ -1,7 +1,9 @@
 # Copyright: gpufleet developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Stop or reboot this instance through its cloud's official SDK: the
-guard's final action ``stop``, and the repair ladder's reboot.
+guard's final action ``stop``, and the repair ladder's reboot; and read
+the maintenance the cloud has scheduled for it (``events``), where the
+cloud documents that through its API only.
 
 - Alibaba Cloud: ECS StopInstance with StoppedMode StopCharging;
   RebootInstance (ForceStop false);
@@ -11,7 +13,14 @@ guard's final action ``stop``, and the repair ladder's reboot.
 - Huawei Cloud: ECS BatchStopServers and BatchRebootServers (soft);
 - AWS: EC2 StopInstances; RebootInstances.
 
-    /opt/gpufleet/guard-sdk/bin/python3 gpufleet_guard_stop.py /etc/gpufleet/guard/stop.json [stop|reboot]
+Events: ECS DescribeInstanceHistoryEvents (the instance's events in
+Scheduled, Executing or Inquiring), CVM DescribeTaskInfo (its repair tasks
+pending authorization, in progress or scheduled), ECS ListScheduledEvents
+(inquiring, scheduled, executing); every page. It prints them as the SDK
+returns them (gpufleet_guard_maintenance reads them); AWS's are in the
+instance's metadata, which the guard reads itself.
+
+    /opt/gpufleet/guard-sdk/bin/python3 gpufleet_guard_stop.py /etc/gpufleet/guard/stop.json [stop|reboot|events]
 
 The configuration is JSON: ``cloud``, ``region``, ``instance_id``, and
 optionally ``endpoint`` (the API's URL; the SDK's own for the region when
@@ -32,7 +41,7 @@ went through cannot be read from the instance's state afterwards: the
 ladder that asks for it records the call and the boot it came from.
 
 Exit status, which the guard's retries read:
-- 0: stopped, or already stopping or stopped;
+- 0: stopped, or already stopping or stopped; rebooted; the events read;
 - 1: try again: throttled, unreachable, timed out, the cloud's server
   error, or a state it could not read;
 - 2: refused, and trying again will not help: the credentials, a missing
@@ -60,7 +69,9 @@ STOPPED = {
 RUNNING = {"aws": "running", "aliyun": "Running", "tencent": "RUNNING", "huawei": "ACTIVE"}
 REBOOTING = {"aws": ("pending",), "aliyun": ("Starting",), "tencent": ("REBOOTING", "STARTING"),
              "huawei": ("REBOOT", "HARD_REBOOT")}
-ACTIONS = ("stop", "reboot")
+ACTIONS = ("stop", "reboot", "events")
+# The most pages of events read: a node has a handful at most.
+EVENT_PAGES = 10
 
 
 class StopError(Exception):
@@ -133,6 +144,21 @@ class Aliyun:
     def reboot(self) -> None:
         self._call("reboot_instance", self.models.RebootInstanceRequest(instance_id=self.instance, force_stop=False))
 
+    def events(self) -> list:
+        found = []
+        for page in range(1, EVENT_PAGES + 1):
+            body = self._call("describe_instance_history_events", self.models.DescribeInstanceHistoryEventsRequest(
+                region_id=self.region, instance_id=self.instance, page_number=page, page_size=100,
+                instance_event_cycle_status=["Scheduled", "Executing", "Inquiring"]))
+            listed = body.instance_system_event_set
+            if listed is None or listed.instance_system_event_type is None or body.total_count is None:
+                raise StopError("DescribeInstanceHistoryEvents: an answer without its events or their count",
+                                retry=True)
+            found += [event.to_map() for event in listed.instance_system_event_type]
+            if len(found) >= body.total_count or not listed.instance_system_event_type:
+                return _counted("DescribeInstanceHistoryEvents", found, body.total_count)
+        raise StopError(f"DescribeInstanceHistoryEvents: more than {EVENT_PAGES} pages", retry=False)
+
 
 class Tencent:
     TRANSIENT = ("RequestLimitExceeded", "InternalError", "ServerError", "ClientNetworkError",
@@ -191,6 +217,22 @@ class Tencent:
         request.InstanceIds = [self.instance]
         request.StopType = "SOFT_FIRST"
         self._call("RebootInstances", request)
+
+    def events(self) -> list:
+        found = []
+        for _page in range(EVENT_PAGES):
+            request = self.models.DescribeTaskInfoRequest()
+            request.InstanceIds = [self.instance]
+            request.TaskStatus = [1, 2, 4]
+            request.Limit, request.Offset = 100, len(found)
+            answer = json.loads(self._call("DescribeTaskInfo", request).to_json_string())
+            tasks, total = answer.get("RepairTaskInfoSet"), answer.get("TotalCount")
+            if not isinstance(tasks, list) or not isinstance(total, int):
+                raise StopError("DescribeTaskInfo: an answer without its repair tasks or their count", retry=True)
+            found += tasks
+            if len(found) >= total or not tasks:
+                return _counted("DescribeTaskInfo", found, total)
+        raise StopError(f"DescribeTaskInfo: more than {EVENT_PAGES} pages", retry=False)
 
 
 class Huawei:
@@ -261,6 +303,21 @@ class Huawei:
         request = self.v2.BatchRebootServersRequest(body=self.v2.BatchRebootServersRequestBody(reboot=option))
         self._call("BatchRebootServers", self.client.batch_reboot_servers, request)
 
+    def events(self) -> list:
+        found, marker = [], None
+        for _page in range(EVENT_PAGES):
+            request = self.v2.ListScheduledEventsRequest(instance_id=[self.instance], limit=100, marker=marker,
+                                                         state=["inquiring", "scheduled", "executing"])
+            answer = self._call("ListScheduledEvents", self.client.list_scheduled_events, request)
+            if answer.events is None:
+                raise StopError("ListScheduledEvents: an answer without its events", retry=True)
+            found += [event.to_dict() for event in answer.events]
+            marker = answer.page_info.next_marker if answer.page_info else None
+            # The last page is a short one, or one that points nowhere on.
+            if len(answer.events) < 100 or not marker:
+                return found
+        raise StopError(f"ListScheduledEvents: more than {EVENT_PAGES} pages", retry=False)
+
 
 class Aws:
     TRANSIENT = ("RequestLimitExceeded", "Throttling", "Unavailable", "InternalError", "ServiceUnavailable")
@@ -311,6 +368,13 @@ class Aws:
 
     def reboot(self) -> None:
         self._call("reboot_instances", InstanceIds=[self.instance])
+
+
+def _counted(call: str, found: list, total: int) -> list:
+    # A count above what the pages held: an event unread is not "none".
+    if len(found) < total:
+        raise StopError(f"{call}: TotalCount {total}, but the pages held {len(found)}", retry=True)
+    return found
 
 
 ADAPTERS = {"aws": Aws, "aliyun": Aliyun, "tencent": Tencent, "huawei": Huawei}
@@ -380,6 +444,16 @@ def stop(config: dict, adapter=None) -> dict:
     return {"outcome": "stopped", "state": before, "stop_called": True}
 
 
+def events(config: dict, adapter=None) -> dict:
+    """The cloud's scheduled events for the instance, as its SDK gives them."""
+    if config["cloud"] not in ("aliyun", "tencent", "huawei"):
+        raise StopError(f"{config['cloud']} gives its scheduled events in the instance's metadata, "
+                        "which the guard reads itself", retry=False)
+    cloud = adapter or ADAPTERS[config["cloud"]](config)
+    found = cloud.events()
+    return {"outcome": "read", "events": found, "count": len(found)}
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     action = argv[1] if len(argv) == 2 else "stop"
@@ -391,7 +465,7 @@ def main(argv=None) -> int:
     try:
         config = load(argv[0])
         report.update(cloud=config["cloud"], region=config["region"], instance_id=config["instance_id"])
-        report.update((reboot if action == "reboot" else stop)(config))
+        report.update({"stop": stop, "reboot": reboot, "events": events}[action](config))
         code = 0
     except (OSError, ValueError) as exc:
         report.update(outcome="refused", detail=f"the configuration {argv[0]}: {exc}")

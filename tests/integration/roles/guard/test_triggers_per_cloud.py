@@ -17,6 +17,13 @@ API emulator on this machine:
   cannot be read keeps the node busy, then both below the threshold for
   the window (a minute); ECS BatchStopServers, once.
 
+On Alibaba, Tencent and Huawei the guard also reads the maintenance the
+cloud scheduled for the instance through its API (ECS
+DescribeInstanceHistoryEvents, CVM DescribeTaskInfo, ECS
+ListScheduledEvents) with the same SDK and key: each emulator holds one
+event two days ahead, which the guard reports as scheduled, with its
+window, and does not act on yet.
+
 The role runs once per cloud on the same node, its state cleared in
 between as on a new node. The checkpoint hook's path is the end-to-end
 test's (test_checkpoint_resume.py)."""
@@ -50,6 +57,28 @@ SECRET = "gpufleet-lab-stop-secret-7f3a"
 KEYS = {"access_key_id": "AKIDgpufleetlab", "secret_access_key": SECRET}
 
 
+def scheduled_event(cloud: str, inst: dict) -> dict:
+    """One maintenance event two days ahead, in the cloud's own words."""
+    start = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) + datetime.timedelta(days=2)
+    iso = start.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if cloud == "aliyun":
+        return {"EventId": "e-lab-maintenance", "EventType": {"Code": 1, "Name": "SystemMaintenance.Reboot"},
+                "EventCycleStatus": {"Code": 24, "Name": "Scheduled"}, "NotBefore": iso,
+                "InstanceId": inst["instance_id"]}
+    if cloud == "tencent":
+        local = start.astimezone(datetime.timezone(datetime.timedelta(hours=8))).strftime("%Y-%m-%d %H:%M:%S")
+        return {"TaskId": "rep-lab00001", "InstanceId": inst["instance_id"], "TaskTypeId": 107, "TaskStatus": 4,
+                "CreateTime": "2026-12-01 10:00:00", "AuthTime": local}
+    return {"id": "lab-maintenance-0001", "type": "instance-reboot", "state": "scheduled", "not_before": iso,
+            "not_after": None, "instance_id": inst["instance_id"]}
+
+
+def maintenance_scheduled(name: str, cloud: str, code: str) -> bool:
+    text = metrics(name)
+    return (f'gpufleet_guard_maintenance_state{{cloud="{cloud}",state="scheduled"}} 1' in text
+            and f'gpufleet_guard_maintenance_window_start_timestamp_seconds{{code="{code}"' in text)
+
+
 @pytest.fixture(scope="module")
 def lab():
     """(node, cloud -> API emulator, cloud -> the node's instance there)."""
@@ -57,6 +86,8 @@ def lab():
         apis = {cloud: stack.enter_context(emulator()) for cloud, emulator in API.items()}
         instances = {cloud: apis[cloud].seed([{"region": REGIONS[cloud], "instance_type": TYPES[cloud]}])[0]
                      for cloud in API}
+        for cloud in ("aliyun", "tencent", "huawei"):
+            apis[cloud].schedule_event(instances[cloud], scheduled_event(cloud, instances[cloud]))
         name = stack.enter_context(node())
         # Each cloud's metadata service on the node's loopback, with its
         # notice and its fault in files the tests write.
@@ -146,16 +177,22 @@ def test_aliyun_a_spend_cap_stops_the_instance_exactly_once(lab):
         "/etc/gpufleet/guard/stop.json"]
     assert sh(name, "stat -c %a:%U /etc/gpufleet/guard/stop.json").stdout.strip() == "600:root"
 
+    # The maintenance two days ahead: read through ECS, reported, not acted on.
+    wait_for(lambda: maintenance_scheduled(name, "aliyun", "SystemMaintenance.Reboot"), "the maintenance read", 60)
+    assert emulator.count("DescribeInstanceHistoryEvents") >= 1
+
     # A restarted daemon reads its state: the event is done, nothing is
-    # called again, though the spend is still past the cap.
-    calls = len(emulator.calls)
+    # called again, though the spend is still past the cap (it reads the
+    # maintenance again, which changes nothing).
+    calls = len([c for c in emulator.calls if c["action"] != "DescribeInstanceHistoryEvents"])
     before = sh(name, f"stat -c %Y {GUARD_METRICS}").stdout.strip()
     sh(name, "systemctl restart gpufleet-guard")
     wait_for(lambda: sh(name, f"stat -c %Y {GUARD_METRICS}").stdout.strip() > before,
              "the restarted guard's first poll", 60)
     assert 'gpufleet_guard_budget_state{state="cap"} 1' in metrics(name)
     assert 'gpufleet_guard_final_action_ok{reason="budget",action="stop"} 1' in metrics(name)
-    assert len(emulator.calls) == calls and len(emulator.stops) == 1
+    assert len([c for c in emulator.calls if c["action"] != "DescribeInstanceHistoryEvents"]) == calls
+    assert len(emulator.stops) == 1
 
     # The role again changes nothing, and neither does check mode.
     rc, out, stats = apply_role(name, "gpufleet.cloud.guard", guard_vars(lab, "aliyun", **settings))
@@ -169,6 +206,7 @@ def test_tencent_no_metadata_fault_is_a_notice_and_the_notice_stops_the_instance
     emulator, inst = apis["tencent"], instances["tencent"]
     converge(lab, "tencent")
     wait_for(lambda: spot_state(name, "tencent", "clear"), "the guard's first poll", 60)
+    wait_for(lambda: maintenance_scheduled(name, "tencent", "repair-task-107"), "the repair task read", 60)
 
     # Each fault of the metadata service is unknown, never a notice.
     for fault in ("500", "garbage", "drop", "hang"):
@@ -219,6 +257,7 @@ def test_huawei_says_it_has_no_notice_and_idle_gpus_stop_the_instance_once(lab):
     converge(lab, "huawei", guard_idle_enabled=True, guard_idle_grace_minutes=0, guard_idle_window_minutes=1,
              guard_idle_threshold_percent=10, guard_nvidia_smi_path="/usr/local/bin/gft-nvidia-smi")
     wait_for(lambda: spot_state(name, "huawei", "unsupported"), "the guard's first poll", 60)
+    wait_for(lambda: maintenance_scheduled(name, "huawei", "instance-reboot"), "the scheduled event read", 60)
 
     # One GPU that cannot be read keeps the node busy: idle time stays 0
     # poll after poll (each poll writes the metrics file anew).
@@ -240,7 +279,11 @@ def test_huawei_says_it_has_no_notice_and_idle_gpus_stop_the_instance_once(lab):
     assert the_event(name)["reason"] == "idle"
     assert emulator.count("BatchStopServers") == 1 and inst["state"] == "stopped"
 
-    # Back to notify only: the access key leaves the node.
-    rc, out, _stats = apply_role(name, "gpufleet.cloud.guard", guard_vars(lab, "huawei", guard_final_action="none"))
+    # Back to notify only, and no maintenance read through the API: the
+    # access key leaves the node, and the maintenance says why it is not read.
+    rc, out, _stats = apply_role(name, "gpufleet.cloud.guard", guard_vars(
+        lab, "huawei", guard_final_action="none", guard_stop_credentials={}))
     assert rc == 0, out[-4000:]
     assert sh(name, "test -e /etc/gpufleet/guard/stop.json", check=False).returncode != 0
+    wait_for(lambda: 'gpufleet_guard_maintenance_state{cloud="huawei",state="not_read"} 1' in metrics(name),
+             "the maintenance no longer read", 60)

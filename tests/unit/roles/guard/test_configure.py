@@ -1,8 +1,9 @@
-"""What the guard role writes for the repair ladder, rendered from its
-tasks (tasks/configure.yml) over its defaults and vars as Ansible renders
-them, and read back by the node's own loaders: the daemon's repair
-settings (reboot call, breaker) and the fleet breaker's configuration
-(its place limit, endpoint and key)."""
+"""What the guard role writes for the repair ladder and the scheduled
+maintenance, rendered from its tasks (tasks/configure.yml, install.yml)
+over its defaults and vars as Ansible renders them, and read back by the
+node's own loaders: the daemon's repair settings (reboot call, breaker),
+the fleet breaker's configuration (its place limit, endpoint and key), and
+the maintenance call through the cloud's API with the SDK it needs."""
 
 from __future__ import annotations
 
@@ -42,6 +43,23 @@ def breaker_settings(**inputs) -> dict:
     settings = task("Write the fleet breaker's configuration")["vars"]["__guard_breaker_settings"]
     # As to_nice_json writes it, and the breaker reads it.
     return breaker.load_config(json.loads(json.dumps(render(settings, **inputs))))
+
+
+def daemon_config(tmp_path, **inputs):
+    """The daemon's whole configuration, as the role writes it and the
+    daemon loads it."""
+    program = task("Install the guard daemon and its configuration")["vars"]["_common_program_settings"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(render(program["content"], **inputs)))
+    return guard.load_config(str(path))
+
+
+def sdk_packages(**inputs) -> list:
+    tasks = yaml.safe_load((ROOT / "roles" / "guard" / "tasks" / "install.yml").read_text())
+    step = next(t for t in tasks if t["name"].startswith("Install the cloud's SDK"))
+    if not render("{{ " + step["when"] + " }}", **inputs):
+        return []
+    return render(step["vars"]["_common_venv_packages"], **inputs)
 
 
 def repair_settings(**inputs) -> dict:
@@ -92,3 +110,42 @@ def test_the_daemons_repair_settings_name_the_reboot_and_breaker_calls():
         "/usr/local/bin/b"]
     # Off: the daemon reads no report.
     assert guard.load_repair(json.loads(json.dumps(repair_settings())), "/usr/bin/nvidia-smi") is None
+
+
+KEYS = {"access_key_id": "AKIDgpufleet", "secret_access_key": "gpufleet-secret"}
+INSTANCES = {"aliyun": ("i-bp1a2b3c4d", "cn-hangzhou", "alibabacloud-ecs20140526"),
+             "tencent": ("ins-1a2b3c4d", "ap-guangzhou", "tencentcloud-sdk-python-cvm"),
+             "huawei": ("5c1f8a52-0000-4000-8000-000000000000", "cn-north-4", "huaweicloudsdkecs")}
+
+
+@pytest.mark.parametrize("cloud", sorted(INSTANCES))
+def test_an_api_clouds_maintenance_is_read_through_the_instance_program_with_its_sdk(cloud, tmp_path):
+    instance, region, package = INSTANCES[cloud]
+    known = {"guard_cloud": cloud, "guard_stop_instance_id": instance, "guard_stop_region": region}
+    for credentials in ({"guard_stop_credentials": KEYS}, {"guard_stop_uses_instance_role": True}):
+        config = daemon_config(tmp_path, **known, **credentials)
+        assert config.maintenance and config.maintenance_not_read == ""
+        assert config.maintenance_command == ("/opt/gpufleet/guard-sdk/bin/python3",
+                                              "/usr/local/lib/gpufleet/guard/gpufleet_guard_stop.py",
+                                              "/etc/gpufleet/guard/stop.json")
+        assert (config.maintenance_interval_seconds, config.maintenance_timeout_seconds) == (300, 120)
+        assert any(p.startswith(package + "==") for p in sdk_packages(**known, **credentials))
+    # Without credentials, or without the instance: not read, and why; no SDK.
+    for missing in (known, {**known, "guard_stop_region": ""}):
+        config = daemon_config(tmp_path, **missing, guard_stop_credentials={} if missing is known else KEYS)
+        assert config.maintenance_command == () and sdk_packages(**missing) == []
+        assert config.maintenance_not_read.startswith("not read: ")
+        assert "guard_stop_instance_id, guard_stop_region" in config.maintenance_not_read
+        assert "guard_stop_uses_instance_role, or guard_stop_credentials" in config.maintenance_not_read
+    # Off: nothing read, nothing installed for it.
+    config = daemon_config(tmp_path, **known, guard_stop_credentials=KEYS, guard_maintenance_enabled=False)
+    assert not config.maintenance and config.maintenance_command == ()
+    assert sdk_packages(**known, guard_stop_credentials=KEYS, guard_maintenance_enabled=False) == []
+
+
+def test_aws_reads_its_maintenance_from_the_metadata_without_the_sdk(tmp_path):
+    known = {"guard_cloud": "aws", "guard_stop_instance_id": "i-0123456789abcdef0", "guard_stop_region": "us-east-1",
+             "guard_stop_credentials": KEYS}
+    config = daemon_config(tmp_path, **known)
+    assert config.maintenance and config.maintenance_command == () and config.maintenance_not_read == ""
+    assert sdk_packages(**known) == []

@@ -352,6 +352,44 @@ def test_maintenance_off_or_not_read_is_said_and_nothing_is_asked(tmp_path):
 def test_a_maintenance_lead_of_zero_is_refused_by_name(tmp_path):
     with pytest.raises(guard.ConfigError, match="maintenance.lead_seconds must be above 0"):
         guard.load_config(config_file(tmp_path, maintenance={"enabled": True, "lead_seconds": 0}))
+    for key in ("interval_seconds", "timeout_seconds"):
+        with pytest.raises(guard.ConfigError, match=f"maintenance.{key} must be above 0, not -1"):
+            guard.load_config(config_file(tmp_path, maintenance={"enabled": True, key: -1}))
+
+
+def test_an_api_clouds_event_is_read_through_the_instance_program_and_checkpoints_before_its_window(tmp_path):
+    """Alibaba: the program's `events` run in the background (a stand-in
+    that prints ECS's event as DescribeInstanceHistoryEvents lists it);
+    the first poll does not wait for it and reads unknown; once it has
+    answered, the window is an event its lead before it starts."""
+    program = tmp_path / "instance-program"
+    event = {"EventId": "e-bp1aliyun0001", "EventType": {"Code": 1, "Name": "SystemMaintenance.Reboot"},
+             "EventCycleStatus": {"Code": 24, "Name": "Scheduled"}, "NotBefore": "2026-12-09T09:00:43Z"}
+    report = json.dumps({"outcome": "read", "events": [event]})
+    program.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/argv\ncat <<'EOF'\n{report}\nEOF\n")
+    program.chmod(0o755)
+    commands, node, clock = Commands(), Node(), Clock(WINDOW - 1800)
+    node.utilization = [90.0, 85.0]
+    daemon = make(tmp_path, None, clock, node, commands, cloud="aliyun", spot=False, actions=STOP,
+                  maintenance={"enabled": True, "lead_seconds": 1800, "command": [str(program), "stop.json"]})
+    first = daemon.poll()
+    assert first["events"] == [] and first["maintenance"].state == "unknown"
+    daemon.maintenance_reader.wait(10)
+    clock.now += 5
+    (event,) = daemon.poll()["events"]
+    assert (event.reason, event.deadline) == ("maintenance", WINDOW)
+    assert event.event_id == "maintenance-e-bp1aliyun0001" and "SystemMaintenance.Reboot from" in event.detail
+    assert (tmp_path / "argv").read_text() == "stop.json events\n"
+    assert 'gpufleet_guard_maintenance_state{cloud="aliyun",state="scheduled"} 1' in metrics(tmp_path)
+    # The cloud reboots the node: the guard's own stop is not called.
+    assert ["/usr/local/bin/stop-me"] not in commands.calls
+
+
+def test_an_api_cloud_without_the_instance_program_says_why_it_is_not_read(tmp_path):
+    why = "not read: Huawei Cloud's ListScheduledEvents needs guard_stop_instance_id and guard_stop_region"
+    result = make(tmp_path, None, cloud="huawei", spot=False,
+                  maintenance={"enabled": True, "lead_seconds": 1800, "not_read": why}).poll()
+    assert (result["maintenance"].state, result["maintenance"].detail) == ("not_read", why)
 
 
 # The repair ladder in the daemon (its decisions: test_gpufleet_guard_repair.py).

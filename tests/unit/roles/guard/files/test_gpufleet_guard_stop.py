@@ -337,7 +337,7 @@ def test_an_unknown_action_or_argument_is_refused_with_the_usage(argv, tmp_path,
     path.write_text(json.dumps({"cloud": "aws", "region": "us-east-1", "instance_id": "i-1"}))
     code = stopper.main([str(path), *argv] if argv else [])
     report = json.loads(capsys.readouterr().out)
-    assert (code, report["outcome"]) == (2, "refused") and "[stop|reboot]" in report["detail"], report
+    assert (code, report["outcome"]) == (2, "refused") and "[stop|reboot|events]" in report["detail"], report
 
 
 def run_action(config, action, tmp_path, capsys):

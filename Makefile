@@ -230,7 +230,7 @@ LAB_ROLES_JOBS ?= 2
 # lab-fleet from about 830 s to 1,229 s: on two CPUs, three processes that
 # converge nodes only wait on each other.
 LAB_GUARD_TESTS = tests/integration/roles/guard/test_checkpoint_resume.py \
-	tests/integration/roles/guard/test_triggers_per_cloud.py
+	tests/integration/roles/guard/test_triggers_per_cloud.py tests/integration/roles/guard/test_repair_ladder.py
 LAB_FLEET_TESTS = tests/integration/test_installed_cli.py tests/integration/test_pull_fleet.py \
 	tests/integration/test_lab.py tests/integration/test_drift.py
 .PHONY: lab-fleet lab-roles lab-guard

@@ -51,6 +51,7 @@ LONGEST_FIRST = (
     "roles/nccl/test_nvidia_repo.py",
     "roles/docker/test_nvidia_repo.py",
     "roles/nvidia_driver/test_upgrade.py",
+    "roles/guard/test_repair_ladder.py",
     "roles/guard/test_checkpoint_resume.py",
 )
 

@@ -159,8 +159,11 @@ class Emulator:
         # Each stop an emulated stop call made (stop_instance): what a
         # test counts to prove an instance was stopped exactly once.
         self.stops = []
-        # Each reboot an emulated reboot call made (reboot_instance).
+        # Each reboot an emulated reboot call made (reboot_instance), and
+        # what a lab does to the instance's node then (on_reboot(inst):
+        # restart its container), after the call has answered.
         self.reboots = []
+        self.on_reboot = None
         self._server = None
         self._thread = None
         self._lock = threading.Lock()
@@ -222,10 +225,14 @@ class Emulator:
 
     def reboot_instance(self, inst, **detail):
         """Reboot a running instance as the cloud's reboot call does, and
-        record it (``reboots``). The emulated reboot is over at once: the
-        instance is running again when the call answers."""
+        record it (``reboots``). The instance stays running as the cloud
+        lists it; a lab's ``on_reboot`` restarts its node a second after
+        the call has answered."""
         with self._lock:
             self.reboots.append(dict(detail, instance_id=inst["instance_id"]))
+        if self.on_reboot is not None:
+            # As a cloud does: the call answers, then the instance goes down.
+            threading.Timer(1.0, self.on_reboot, args=(inst,)).start()
 
     def schedule_event(self, inst, event):
         """Give the instance one scheduled event, written as the cloud's

@@ -292,8 +292,11 @@ class ApiSource:
         self._lock = threading.Lock()
 
     def _run(self) -> None:
-        done = self.runner(list(self.argv) + ["events"], self.timeout)
-        reading = api_reading(self.cloud, done.rc, done.stdout, done.why or done.stderr)
+        try:
+            done = self.runner(list(self.argv) + ["events"], self.timeout)
+            reading = api_reading(self.cloud, done.rc, done.stdout, done.why or done.stderr)
+        except Exception as error:  # pylint: disable=broad-exception-caught  # a thread must not die silently
+            reading = Reading(UNKNOWN, detail=f"the events call could not be read: {type(error).__name__}: {error}")
         with self._lock:
             self.last = reading
 

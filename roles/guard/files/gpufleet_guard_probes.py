@@ -77,16 +77,28 @@ def file_touched(path: str, within_seconds: float, now: float) -> bool | None:
         return None
 
 
-def boot(proc: str = "/proc") -> tuple[str, float] | None:
-    """(boot id, uptime in seconds), or None."""
+def boot(proc: str = "/proc", container_marker: str = "/run/systemd/container") -> tuple[str, float] | None:
+    """(boot id, uptime in seconds) of this system, or None. The kernel's,
+    except in a container (systemd writes ``container_marker`` there):
+    there the container's start is its boot, which the kernel's boot id
+    and uptime do not show, so its init's (PID 1's) start stands in: the
+    id gets the start appended, and the uptime is init's age. A reboot of
+    a container through its cloud's or its engine's API is then a boot to
+    the repair ladder as on a VM."""
     try:
         with open(os.path.join(proc, "sys/kernel/random/boot_id"), encoding="ascii") as handle:
             boot_id = handle.read().strip()
         with open(os.path.join(proc, "uptime"), encoding="ascii") as handle:
             uptime = float(handle.read().split()[0])
+        if not os.path.exists(container_marker):
+            return boot_id, uptime
+        with open(os.path.join(proc, "1/stat"), encoding="ascii") as handle:
+            # starttime, field 22, in clock ticks since the kernel booted;
+            # the fields after the command's closing parenthesis start at 3.
+            started = int(handle.read().rpartition(")")[2].split()[19])
     except (OSError, ValueError, IndexError):
         return None
-    return boot_id, uptime
+    return f"{boot_id}-{started}", max(uptime - started / os.sysconf("SC_CLK_TCK"), 0.0)
 
 
 def job_seconds(unit: str, monotonic=time.monotonic) -> float | None:

@@ -94,8 +94,7 @@ def read_report(path: str) -> tuple[dict | None, str]:
 def verdict(report: dict | None, key: str, since: float) -> tuple[str, str]:
     """Whether a report clears the fault ``key`` after a rung taken at
     ``since``: (cleared | again | wait | unknown, why)."""
-    # node_health writes its time to the second: one in the step's second
-    # may have been read before it.
+    # node_health's time is when its reading began (to the millisecond).
     if report is None or report["written"] <= since:
         return "wait", "no node_health report written since the step"
     faults = report["faults"]

@@ -367,7 +367,9 @@ def run_checks(cfg: dict, nccl: bool, now: float | None = None) -> dict:
     overall = "fail" if "fail" in outcomes else ("unknown" if "unknown" in outcomes else "pass")
     return {
         "node": socket.gethostname(),
-        "time": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(timespec="seconds"),
+        # To the millisecond: the guard's repair ladder starts a run right
+        # after a rung and must tell a report begun after it from one before.
+        "time": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(timespec="milliseconds"),
         "status": overall,
         "gpus_expected": expected,
         "gpu_devices_expected": devices_expected(expected),

@@ -60,7 +60,9 @@ def test_the_daemon_and_its_configuration(host):
     assert config["budget"] == {"price_per_hour": 3.6, "node_cap": 100000.0, "job_cap": None, "alarm_ratio": 0.8,
                                 "job_unit": ""}
     assert config["actions"]["final_action"] == "none" and config["actions"]["signal"] == "SIGTERM"
-    assert config["maintenance"] == {"enabled": True, "lead_seconds": 1800}
+    # AWS's maintenance is in the instance metadata: no API call to make.
+    assert config["maintenance"] == {"enabled": True, "lead_seconds": 1800, "command": [], "not_read": "",
+                                     "interval_seconds": 300, "timeout_seconds": 120}
     # Repair on for one class, with the user's breaker and no reboot call
     # (no instance id in this scenario): no SDK, no access key on the node.
     assert config["repair"]["classes"] == ["RESTART_APP"] and config["repair"]["reboot_command"] == []

@@ -340,3 +340,14 @@ def test_nothing_is_due_from_a_reading_that_is_not_scheduled():
     window = maintenance.Window("system-reboot", "e-1", START, END)
     for state in (maintenance.CLEAR, maintenance.UNKNOWN, maintenance.NOT_READ):
         assert maintenance.due(maintenance.Reading(state, (window,)), START, 1800) == []
+
+
+def test_a_reading_that_raises_is_unknown_and_the_source_keeps_going():
+    def broken(argv, timeout):
+        raise RuntimeError("a bug in the reader")
+
+    source = maintenance.ApiSource("aliyun", ["stop.py"], interval=300, timeout=90, runner=broken)
+    source.reading(0)
+    source.wait(10)
+    reading = source.reading(1)
+    assert reading.state == maintenance.UNKNOWN and "RuntimeError: a bug in the reader" in reading.detail

@@ -86,10 +86,39 @@ def test_boot_and_uptime(tmp_path):
     (tmp_path / "sys/kernel/random").mkdir(parents=True)
     (tmp_path / "sys/kernel/random/boot_id").write_text("0b1e7c1e-5a1b-4c3d-9e8f-0123456789ab\n")
     (tmp_path / "uptime").write_text("12345.67 24000.00\n")
-    assert probes.boot(str(tmp_path)) == ("0b1e7c1e-5a1b-4c3d-9e8f-0123456789ab", 12345.67)
+    no_container = str(tmp_path / "no-container")
+    assert probes.boot(str(tmp_path), no_container) == ("0b1e7c1e-5a1b-4c3d-9e8f-0123456789ab", 12345.67)
     (tmp_path / "uptime").write_text("garbled\n")
-    assert probes.boot(str(tmp_path)) is None
-    assert probes.boot(str(tmp_path / "nowhere")) is None
+    assert probes.boot(str(tmp_path), no_container) is None
+    assert probes.boot(str(tmp_path / "nowhere"), no_container) is None
+
+
+def test_in_a_container_its_start_is_its_boot(tmp_path):
+    """The kernel's boot id and uptime stay the host's when a container
+    restarts; its init's start (PID 1, /proc/1/stat field 22) does not."""
+    (tmp_path / "sys/kernel/random").mkdir(parents=True)
+    (tmp_path / "sys/kernel/random/boot_id").write_text("0b1e7c1e-5a1b-4c3d-9e8f-0123456789ab\n")
+    (tmp_path / "uptime").write_text("12345.67 24000.00\n")
+    (tmp_path / "1").mkdir()
+    ticks = os.sysconf("SC_CLK_TCK")
+    # A command with a space and a parenthesis in it: the fields are counted
+    # from the last closing parenthesis.
+    fields = ["S", "0", "1", "1"] + ["0"] * 15 + [str(12000 * ticks), "0"]
+    (tmp_path / "1/stat").write_text("1 (init (x) y) " + " ".join(fields) + "\n")
+    marker = tmp_path / "container"
+    marker.write_text("podman\n")
+    boot_id, uptime = probes.boot(str(tmp_path), str(marker))
+    assert boot_id == f"0b1e7c1e-5a1b-4c3d-9e8f-0123456789ab-{12000 * ticks}"
+    assert uptime == pytest.approx(345.67)
+    # Restarted: the same kernel, a later start, another boot.
+    fields[19] = str(12300 * ticks)
+    (tmp_path / "1/stat").write_text("1 (init) " + " ".join(fields) + "\n")
+    (tmp_path / "uptime").write_text("12310.00 24000.00\n")
+    assert probes.boot(str(tmp_path), str(marker)) == (f"0b1e7c1e-5a1b-4c3d-9e8f-0123456789ab-{12300 * ticks}",
+                                                       pytest.approx(10.0))
+    # init's start unreadable: the boot is unknown, not the kernel's.
+    (tmp_path / "1/stat").write_text("1 (init) S 0\n")
+    assert probes.boot(str(tmp_path), str(marker)) is None
 
 
 @pytest.fixture

@@ -50,7 +50,18 @@ def gauge(name: str, help_text: str, samples) -> list:
     values are escaped here; value a number (a float as the shortest text
     that reads back as the same float, so a timestamp keeps its fraction),
     None (NaN: unknown, never 0), or text the caller formatted already."""
-    lines = ["# HELP %s %s" % (name, help_text.replace("\\", "\\\\").replace("\n", "\\n")), "# TYPE %s gauge" % name]
+    return _family("gauge", name, help_text, samples)
+
+
+def counter(name: str, help_text: str, samples) -> list:
+    """One counter (a ``_total`` that only grows, reset only with what it
+    counts), written as gauge() writes its samples."""
+    return _family("counter", name, help_text, samples)
+
+
+def _family(kind: str, name: str, help_text: str, samples) -> list:
+    lines = ["# HELP %s %s" % (name, help_text.replace("\\", "\\\\").replace("\n", "\\n")),
+             "# TYPE %s %s" % (name, kind)]
     for labels, value in samples:
         label_text = ",".join('%s="%s"' % (key, escape(str(text))) for key, text in labels.items())
         lines.append("%s{%s} %s" % (name, label_text, _sample(value)) if label_text else "%s %s" % (name, _sample(value)))

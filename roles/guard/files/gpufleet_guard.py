@@ -148,7 +148,8 @@ def load_repair(raw: dict, nvidia_smi: str) -> repair.RepairConfig | None:
         classes=tuple(classes), report_path=raw["report_path"], verify_seconds=float(raw.get("verify_seconds", 1800)),
         reboot_wait_seconds=float(raw.get("reboot_wait_seconds", 900)),
         health_unit=raw.get("health_unit", "gpufleet-health.service"), nvidia_smi=nvidia_smi,
-        reboot_command=tuple(raw.get("reboot_command") or ()), breaker_command=tuple(raw.get("breaker_command") or ()))
+        reboot_command=tuple(raw.get("reboot_command") or ()), breaker_command=tuple(raw.get("breaker_command") or ()),
+        group=str(raw.get("group") or "all"))
 
 
 def load_state(path: str) -> dict:
@@ -158,7 +159,7 @@ def load_state(path: str) -> dict:
     except FileNotFoundError:
         state = {}
     return {"idle": state.get("idle", {}), "meter": state.get("meter", {}), "events": state.get("events", {}),
-            "repairs": state.get("repairs", {})}
+            "repairs": state.get("repairs", {}), "repair_since": state.get("repair_since")}
 
 
 def save_state(path: str, state: dict) -> None:
@@ -186,6 +187,9 @@ class Guard:
         self.pipeline = actions.Pipeline(config.actions, self.state["events"], self.save, clock=clock, **kwargs)
         self.ladder = repair.Ladder(config.repair, self.state["repairs"], self.save, self._checkpoint,
                                     self.pipeline.stop_job, **kwargs) if config.repair else None
+        if config.repair and self.state["repair_since"] is None:
+            # Since when faults are watched for repair: the time MTBI divides.
+            self.state["repair_since"] = clock()
 
     @staticmethod
     def _maintenance_source(config: Config):
@@ -274,6 +278,7 @@ class Guard:
         result["records"] = [self.pipeline.handle(event) for event in result["events"]]
         # After the events: a spot notice's checkpoint comes before a repair.
         result["repair"] = self.ladder.poll(self.clock(), boot) if self.ladder else None
+        result["repair_since"] = self.state["repair_since"]
         self.save()
         write_metrics(config, result, self.state["events"], self.state["repairs"])
         if config.repair is not None and config.repairs_path:
@@ -327,6 +332,25 @@ def repair_metrics(config: Config, result: dict, repairs: dict) -> list[str]:
         "gpufleet_guard_repair_report_readable",
         "1 if node_health's report could be read at the last poll.",
         [({}, int(not seen["report"]))])
+    # MTBI and MTTR (the monitoring role's recording rules divide these):
+    # every repair the guard keeps is one incident; a cleared one took
+    # from its opening (the breaker's wait included) to its clearing.
+    group = {"group": config.repair.group}
+    cleared = [r for r in repairs.values() if r["state"] == repair.CLEARED and r.get("closed_at") is not None]
+    lines += textfile.gauge(
+        "gpufleet_guard_repair_watched_since_timestamp_seconds",
+        "Since when this node's guard has watched for GPU faults to repair (the time MTBI divides).",
+        [(group, result.get("repair_since"))])
+    lines += textfile.counter(
+        "gpufleet_guard_repair_incidents_total",
+        "GPU faults this node's guard opened a repair for (its breaker group in the label).",
+        [(group, len(repairs))])
+    lines += textfile.counter(
+        "gpufleet_guard_repair_cleared_total", "Repairs that cleared their fault.", [(group, len(cleared))])
+    lines += textfile.counter(
+        "gpufleet_guard_repair_cleared_seconds_total",
+        "Seconds from each cleared repair's opening to its clearing, summed.",
+        [(group, float(sum(r["closed_at"] - r["opened_at"] for r in cleared)))])
     return lines
 
 

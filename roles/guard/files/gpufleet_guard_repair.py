@@ -68,6 +68,8 @@ class RepairConfig:
     nvidia_smi: str = "/usr/bin/nvidia-smi"
     reboot_command: tuple[str, ...] = ()
     breaker_command: tuple[str, ...] = ()
+    # The fleet breaker's group: the label that MTBI and MTTR are summed by.
+    group: str = "all"
 
 
 def fault_key(fault: dict) -> str:

@@ -154,14 +154,14 @@ def test_promtool_check_rules():
         cwd=EXPORT, capture_output=True, text=True, check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 32 rules found" in out.stdout
+    assert "SUCCESS: 37 rules found" in out.stdout
 
 
 def test_promtool_unit_tests_fire_every_alert():
     tests = (EXPORT / "gpufleet.rules.test.yml").read_text()
     rules = (EXPORT / "gpufleet.rules.yml").read_text()
     alerts = [line.split(":", 1)[1].strip() for line in rules.splitlines() if line.strip().startswith("- alert:")]
-    assert len(alerts) == 27
+    assert len(alerts) == 28
     for alert in alerts:
         assert f"alertname: {alert}" in tests, f"no promtool test for {alert}"
     out = subprocess.run(

@@ -165,8 +165,10 @@ def back_from_reboot(name: str, record_key: str) -> dict:
     emulator gave it (its container restarted)."""
     wait_for(lambda: sh(name, "systemctl is-system-running --wait", check=False).returncode in (0, 1),
              "the node back from its reboot", 120)
-    return wait_for(lambda: (r := repair(name)) and r["fault"] == record_key and r["state"] == "cleared" and r,
-                    "the repair cleared after the boot", 120)
+    # Cleared is saved before the breaker's place is given back: both.
+    return wait_for(lambda: (r := repair(name)) and r["fault"] == record_key and r["state"] == "cleared"
+                    and r["steps"][-1]["step"] == "breaker_release" and r,
+                    "the repair cleared after the boot, and its place given back", 120)
 
 
 def storm(name: str, code: int) -> None:
@@ -192,8 +194,8 @@ def test_alibaba_the_whole_ladder_up_to_a_reboot_through_ecs_then_cleared(lab):
     assert emulator.reboots == [{"instance_id": instances["aliyun"]["instance_id"], "force_stop": "False"}]
     record = back_from_reboot(first, f"xid-13-{PCI}")
     assert sh(first, "cat /proc/1/stat").stdout.split(")")[-1].split()[19] != boot_before
-    assert [s["step"] for s in record["steps"]] == ["breaker", "checkpoint", "restart_app", "reset_gpu", "reboot"], \
-        record["steps"]
+    assert [s["step"] for s in record["steps"]] == [
+        "breaker", "checkpoint", "restart_app", "reset_gpu", "reboot", "breaker_release"], record["steps"]
     assert record["class"] == "RESTART_APP" and record["rung"] == "reboot", record
     # The job saved its checkpoint, naming the repair's event, and stopped.
     assert latest_checkpoint(first)["guard_event"] == f"repair-{record['id']}", latest_checkpoint(first)
@@ -219,7 +221,7 @@ def test_tencent_a_gpu_off_the_bus_checkpoints_and_reboots_through_cvm(lab):
     record = back_from_reboot(first, f"xid-79-{PCI}")
     # Its class starts at the reboot: after the breaker and the checkpoint.
     assert record["class"] == "RESTART_BM" and [s["step"] for s in record["steps"]] == [
-        "breaker", "checkpoint", "reboot"], record
+        "breaker", "checkpoint", "reboot", "breaker_release"], record
     assert latest_checkpoint(first)["guard_event"] == f"repair-{record['id']}"
     assert emulator.count("RebootInstances") == 1
 

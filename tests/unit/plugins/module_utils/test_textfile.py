@@ -14,6 +14,11 @@ def test_a_gauge_has_its_help_and_type_and_one_line_per_sample():
         'x{a="1",b="2"} 3', 'x{a="2",b="3"} 4']
 
 
+def test_a_counter_is_written_as_a_gauge_is_with_its_own_type():
+    assert textfile.counter("x_total", "Things.", [({"g": "a"}, 3)]) == [
+        "# HELP x_total Things.", "# TYPE x_total counter", 'x_total{g="a"} 3']
+
+
 def test_samples_keep_their_precision_and_unknown_is_nan_never_zero():
     samples = [({"k": "float"}, 1733400000.125), ({"k": "whole float"}, 600.0), ({"k": "int"}, 7),
                ({"k": "unknown"}, None), ({"k": "text"}, "1.500")]

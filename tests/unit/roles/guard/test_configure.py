@@ -103,6 +103,10 @@ def test_the_daemons_repair_settings_name_the_reboot_and_breaker_calls():
     loaded = guard.load_repair(json.loads(json.dumps(settings)), "/usr/bin/nvidia-smi")
     assert loaded.classes == ("RESTART_APP", "RESTART_VM") and loaded.verify_seconds == 1800
     assert loaded.report_path == "/var/lib/gpufleet/health/report.json"
+    # MTBI and MTTR are summed by the breaker's group.
+    assert loaded.group == "all"
+    assert guard.load_repair(json.loads(json.dumps(repair_settings(**REPAIR, guard_repair_group="a100"))),
+                             "/usr/bin/nvidia-smi").group == "a100"
     # No instance known, or a stop command of the user's own: no reboot call.
     assert repair_settings(**REPAIR)["reboot_command"] == []
     assert repair_settings(**REPAIR, **instance, guard_stop_command=["/usr/local/bin/stop-me"])["reboot_command"] == []

@@ -447,6 +447,37 @@ def test_a_tripped_fault_of_a_class_turned_on_is_checkpointed_then_its_rung_take
     assert [step["step"] for step in shown["steps"]] == ["breaker", "checkpoint", "restart_app"]
 
 
+def test_mtbi_and_mttr_counters_count_each_repair_and_the_time_each_cleared_one_took(tmp_path):
+    """The counters the monitoring role's recording rules divide: one
+    incident per repair, the cleared ones and the seconds each took from
+    its opening to its clearing, labelled with the breaker group; the time
+    watched counts from the first poll with repair on, across restarts."""
+    commands, clock = Commands(), Clock()
+    start = clock.now
+    report = health_report(tmp_path, clock.now, xid13(clock.now - 30))
+    repair = {"classes": ["RESTART_APP"], "report_path": report, "breaker_command": BREAKER, "group": "a100"}
+    with running(Metadata("aws")) as url:
+        make(tmp_path, url, clock, commands=commands, spot=False, repair=repair).poll()
+        text = metrics(tmp_path)
+        assert f'gpufleet_guard_repair_watched_since_timestamp_seconds{{group="a100"}} {start!r}' in text
+        assert 'gpufleet_guard_repair_incidents_total{group="a100"} 1' in text
+        assert "# TYPE gpufleet_guard_repair_incidents_total counter" in text
+        assert 'gpufleet_guard_repair_cleared_total{group="a100"} 0' in text
+        assert 'gpufleet_guard_repair_cleared_seconds_total{group="a100"} 0.0' in text
+        # Two minutes on, a report with no occurrence since the rung clears
+        # it; a restarted daemon keeps the time watched from the first poll.
+        clock.now += 120
+        health_report(tmp_path, clock.now, xid13(start - 30))
+        make(tmp_path, url, clock, commands=commands, spot=False, repair=repair).poll()
+    state = json.loads((tmp_path / "state" / "state.json").read_text())
+    assert [r["state"] for r in state["repairs"].values()] == ["cleared"]
+    text = metrics(tmp_path)
+    assert f'gpufleet_guard_repair_watched_since_timestamp_seconds{{group="a100"}} {start!r}' in text
+    assert 'gpufleet_guard_repair_incidents_total{group="a100"} 1' in text
+    assert 'gpufleet_guard_repair_cleared_total{group="a100"} 1' in text
+    assert 'gpufleet_guard_repair_cleared_seconds_total{group="a100"} 120.0' in text
+
+
 def test_a_class_not_turned_on_is_a_metric_and_no_action(tmp_path):
     commands, clock = Commands(), Clock()
     report = health_report(tmp_path, clock.now, xid13(clock.now - 30))

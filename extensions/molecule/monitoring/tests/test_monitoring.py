@@ -219,7 +219,8 @@ def test_prometheus_evaluates_the_rules(prometheus):
         if (evaluated and pending) or time.monotonic() > deadline:
             break
         time.sleep(1)
-    assert {g["name"] for g in groups} == {"gpufleet-gpu-recording", "gpufleet-alerts", "gpufleet-guard", "gpufleet-pull"}
+    assert {g["name"] for g in groups} == {"gpufleet-gpu-recording", "gpufleet-repair-recording", "gpufleet-alerts",
+                                           "gpufleet-guard", "gpufleet-pull"}
     assert all(rule["health"] == "ok" for g in groups for rule in g["rules"]), groups
     # The node the inventory gives a GPU has no GPU metrics: that alert is
     # pending there (it fires after 15 minutes), and only there.

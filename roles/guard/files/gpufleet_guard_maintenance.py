@@ -138,22 +138,14 @@ def _aws_reading(body: str) -> Reading:
     return dataclasses.replace(reading, detail=body.strip()[:1000] if events else "")
 
 
-def _iso_time(text) -> float:
-    """An ISO 8601 time; one written without its zone is UTC, as ECS and
-    Huawei's ECS write theirs ("2017-11-30T06:32:31Z")."""
+def _iso_time(text, zone: datetime.tzinfo = datetime.timezone.utc) -> float:
+    """An ISO 8601 time; one written without its zone is in ``zone``: UTC,
+    as ECS and Huawei's ECS write theirs ("2017-11-30T06:32:31Z"), or
+    UTC+8, as CVM writes "2023-05-01 10:10:10", like its spot notice."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"a time that is not text: {text!r}")
     parsed = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)).timestamp()
-
-
-def _tencent_time(text) -> float:
-    """CVM writes "2023-05-01 10:10:10" in UTC+8 with no zone, as its spot
-    notice does; an ISO time with its zone is read as it says."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"a time that is not text: {text!r}")
-    parsed = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=notice.TENCENT_ZONE)).timestamp()
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=zone)).timestamp()
 
 
 def _said(state: str, text) -> str:
@@ -206,7 +198,7 @@ def _tencent_window(event: dict) -> Window | None:
     # starts at the time it was authorized for.
     field = "AuthTime" if state == TENCENT_SCHEDULED and event.get("AuthTime") else "CreateTime"
     try:
-        start = _tencent_time(event.get(field))
+        start = _iso_time(event.get(field), notice.TENCENT_ZONE)
     except ValueError as error:
         raise ValueError(f"repair task {ident}: {field}: {error}") from None
     name = event.get("TaskTypeName") or f"type {kind}"

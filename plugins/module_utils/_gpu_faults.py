@@ -14,9 +14,11 @@ https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, the
 immediate action column), as NVIDIA's NVSentinel carries them in its XID
 mapping (NVIDIA/NVSentinel, xiderrorsmapping.csv). Where NVSentinel says
 UNEXPECTED_ERR_REPORT_ISSUE, the catalogue says CONTACT_SUPPORT, and so do
-we. Two faults the catalogue has no code for are classified by gpufleet and
-documented as such (docs/node-doctor.md): fewer GPUs than the inventory
-promises, and uncorrectable ECC errors over the role's limit.
+we. The faults the XID catalogue has no code for are classified by gpufleet
+from NVIDIA's other documents, and documented as such (docs/node-doctor.md):
+fewer GPUs than the inventory promises, uncorrectable ECC errors over the
+role's limit, a pending or failed row remap, and NVSwitch (SXid) lines by
+the severity the driver writes in each.
 
 A code that is not in the table, and XID 154 (its action is another XID's),
 is "unknown": reported, never tripped, so it never leads to an action.
@@ -98,9 +100,24 @@ OTHER_FAULTS = {
     # Uncorrectable ECC errors: NVIDIA's memory-error guide remaps the rows
     # at the next GPU reset.
     "ecc_uncorrectable": "RESET_GPU",
+    # The same guide: a pending remap is made at the next GPU reset; a remap
+    # that failed puts the GPU under NVIDIA's RMA policy.
+    "row_remap_pending": "RESET_GPU",
+    "row_remap_failure": "CONTACT_SUPPORT",
+    # NVSwitch errors, by the severity the driver writes in the SXid line
+    # (NVIDIA's Fabric Manager user guide): a fatal one aborts the jobs and,
+    # in a VM, asks for the VM's restart; a non-fatal one leaves the jobs
+    # running and is for information. An SXid line without either word is
+    # kind "sxid", which no class has: unknown.
+    "sxid_fatal": "RESTART_VM",
+    "sxid_non_fatal": "IGNORE",
 }
+SXID_KINDS = {"fatal": "sxid_fatal", "non-fatal": "sxid_non_fatal"}
 
 XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+)")
+# "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 ..."
+SXID_LINE = re.compile(r"nvidia-nvswitch\d*: SXid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<sxid>\d+)"
+                       r"(?:, (?P<severity>[A-Za-z-]+))?")
 # journalctl -o short-unix: "1733520000.123456 host kernel: ..."
 _UNIX_TIME = re.compile(r"^(?P<t>\d{9,11}(?:\.\d+)?) ")
 # dmesg: "[  123.456789] ..." (seconds since boot)
@@ -138,6 +155,20 @@ def xid_events(text: str, boot_time: float | None = None) -> list[dict]:
         match = XID_LINE.search(line)
         if match:
             events.append({"code": int(match["xid"]), "pci": match["pci"], "time": _line_time(line, boot_time)})
+    return events
+
+
+def sxid_events(text: str, boot_time: float | None = None) -> list[dict]:
+    """Each NVSwitch error (SXid) line of a kernel log: {"kind", "code",
+    "pci" (the NVSwitch's), "time"}, kind by the line's severity
+    (SXID_KINDS), else "sxid": a severity this code cannot read is unknown."""
+    events = []
+    for line in text.splitlines():
+        match = SXID_LINE.search(line)
+        if match:
+            kind = SXID_KINDS.get((match["severity"] or "").lower(), "sxid")
+            events.append({"kind": kind, "code": int(match["sxid"]), "pci": match["pci"],
+                           "time": _line_time(line, boot_time)})
     return events
 
 

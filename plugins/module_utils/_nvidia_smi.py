@@ -173,6 +173,15 @@ def _gpu(index, element):
             "state": _text(element, "fabric/state"),
             "status": _text(element, "fabric/status"),
         },
+        # Ampere and later remap a degraded memory row at the next GPU reset
+        # (pending) and flag a remap that could not be made (failure); older
+        # GPUs write <remapped_rows>N/A</remapped_rows>, and every value is None.
+        "row_remap": {
+            "pending": _enabled(element, "remapped_rows/remapped_row_pending"),
+            "failure": _enabled(element, "remapped_rows/remapped_row_failure"),
+            "correctable": _number(element, "remapped_rows/remapped_row_corr", int),
+            "uncorrectable": _number(element, "remapped_rows/remapped_row_unc", int),
+        },
         "nvlinks": [],
     }
 

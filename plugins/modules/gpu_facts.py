@@ -139,6 +139,8 @@ ansible_facts:
               power_limit_w: 700.0
               pcie: {gen_current: 5, gen_max: 5, width_current: 16, width_max: 16}
               fabric: {state: Completed, status: Success}
+              # null each on GPUs without row remapping (before Ampere)
+              row_remap: {pending: false, failure: false, correctable: 0, uncorrectable: 0}
               nvlinks:
                 - {link: 0, active: true, speed_gbps: 26.562}
         pci_gpus:

@@ -52,9 +52,12 @@ ACTING, VERIFYING, WAITING, HELD, CLEARED, EXHAUSTED = (
     "acting", "verifying", "waiting", "held", "cleared", "exhausted")
 OPEN = (ACTING, VERIFYING, WAITING, HELD)
 STATES = OPEN + (CLEARED, EXHAUSTED)
-# Faults whose kind says the node could not be read: while one is in a
-# report, that report clears nothing.
-UNREADABLE_KINDS = ("kernel_log_unreadable", "gpus_unreadable")
+# Faults whose kind says the node could not be read, and the kinds of fault
+# each leaves unjudged (None: every kind): while one is in a report, that
+# report clears none of those. Row remaps that could not be read say
+# nothing of the kernel log's lines.
+UNREADABLE_KINDS = {"kernel_log_unreadable": None, "gpus_unreadable": None,
+                    "row_remap_unreadable": ("row_remap_pending", "row_remap_failure")}
 BREAKER_GRANTED, BREAKER_FULL = 0, 3
 
 
@@ -93,9 +96,9 @@ def read_report(path: str) -> tuple[dict | None, str]:
     return dict(report, written=written), ""
 
 
-def verdict(report: dict | None, key: str, since: float) -> tuple[str, str]:
-    """Whether a report clears the fault ``key`` after a rung taken at
-    ``since``: (cleared | again | wait | unknown, why)."""
+def verdict(report: dict | None, key: str, since: float, kind: str = "") -> tuple[str, str]:
+    """Whether a report clears the fault ``key`` (of ``kind``) after a rung
+    taken at ``since``: (cleared | again | wait | unknown, why)."""
     # node_health's time is when its reading began (to the millisecond).
     if report is None or report["written"] <= since:
         return "wait", "no node_health report written since the step"
@@ -103,7 +106,8 @@ def verdict(report: dict | None, key: str, since: float) -> tuple[str, str]:
     same = next((f for f in faults if fault_key(f) == key), None)
     if same is not None and same.get("last") is not None and same["last"] >= since:
         return "again", f"seen again at {actions.iso(same['last'])}, after the step"
-    unreadable = [f["kind"] for f in faults if f.get("kind") in UNREADABLE_KINDS]
+    unreadable = [f["kind"] for f in faults if f.get("kind") in UNREADABLE_KINDS
+                  and (UNREADABLE_KINDS[f["kind"]] is None or kind in UNREADABLE_KINDS[f["kind"]])]
     if unreadable:
         return "unknown", f"the report could not read the node: {', '.join(unreadable)}"
     if same is not None and same.get("undated"):
@@ -304,7 +308,7 @@ class Ladder:
             if self.now - last["at"] > self.config.reboot_wait_seconds:
                 return self._escalate(record, f"the node did not reboot within {self.config.reboot_wait_seconds:g} s")
             return None
-        outcome, why = verdict(self.report, record["fault"], record["since"])
+        outcome, why = verdict(self.report, record["fault"], record["since"], record.get("kind", ""))
         if outcome == "cleared":
             return self._close(record, CLEARED, f"cleared after {record['rung']}: {why}")
         if outcome == "again":

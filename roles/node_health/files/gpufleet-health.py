@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpufleet_gpu_faults as faults  # noqa: E402  pylint: disable=wrong-import-position
 import gpufleet_process as process  # noqa: E402  pylint: disable=wrong-import-position
+from gpufleet_nvidia_smi import NvidiaSmiParseError, parse_query_xml  # noqa: E402  pylint: disable=wrong-import-position
 from gpufleet_nvidia_smi import query_gpus as nvidia_smi_query  # noqa: E402  pylint: disable=wrong-import-position
 from gpufleet_textfile import gauge, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -182,6 +183,48 @@ def check_ecc(required: bool, max_uncorrected: int, gpus: list) -> dict:
     return result("ecc", "pass", f"no uncorrectable ECC errors above {max_uncorrected}", uncorrected=errors)
 
 
+def read_row_remaps(nvidia_smi: str) -> tuple[str, list[dict]]:
+    """(why they could not be read, or ""; one {pci, pending, failure} per
+    GPU) from nvidia-smi's XML report: --query-gpu has no row-remap field."""
+    done = process.run([nvidia_smi, "-q", "-x"], 60)
+    if done.rc is None:
+        return f"nvidia-smi -q -x: {done.why}", []
+    if done.rc != 0:
+        said = (done.stdout + done.stderr).strip().splitlines()
+        return f"nvidia-smi -q -x exit {done.rc}{': ' + said[0] if said else ''}", []
+    try:
+        gpus = parse_query_xml(done.stdout)["gpus"]
+    except NvidiaSmiParseError as err:
+        return str(err), []
+    return "", [{"pci": g["pci_bus_id"], "pending": g["row_remap"]["pending"], "failure": g["row_remap"]["failure"]}
+                for g in gpus]
+
+
+def check_row_remap(read: tuple[str, list[dict]], gpus: list) -> dict:
+    """Fails on a GPU whose row remap waits for a reset or failed (NVIDIA's
+    memory error guide); skip where no GPU remaps rows (before Ampere);
+    unknown where the flags could not be read, or not for every GPU."""
+    why, remaps = read
+    if why:
+        return result("row_remap", "unknown", f"row remapping could not be read: {why}")
+    if len(remaps) != len(gpus):
+        return result("row_remap", "unknown", f"nvidia-smi -q -x lists {len(remaps)} GPU(s) and its query "
+                      f"{len(gpus)}: which GPU's remaps are which is unknown")
+    half = [r["pci"] for r in remaps if (r["pending"] is None) != (r["failure"] is None)]
+    if half:
+        return result("row_remap", "unknown", f"GPU {', '.join(half)} reports only one of the pending and failure flags")
+    failed = [r["pci"] for r in remaps if r["failure"]]
+    pending = [r["pci"] for r in remaps if r["pending"]]
+    problems = ([f"row remapping failed on GPU {', '.join(failed)}"] if failed else []) + \
+        ([f"a row remap waits for a reset of GPU {', '.join(pending)}"] if pending else [])
+    if problems:
+        return result("row_remap", "fail", "; ".join(problems), failed=failed, pending=pending)
+    if all(r["pending"] is None for r in remaps):
+        return result("row_remap", "skip", "these GPUs do not remap rows (before Ampere)")
+    return result("row_remap", "pass", f"no pending or failed row remap on {len(remaps)} GPU(s)",
+                  failed=[], pending=[])
+
+
 def check_pcie(enabled: bool, gpus: list) -> dict:
     if not enabled:
         return result("pcie_link", "skip", "not enabled (node_health_pcie_enabled)")
@@ -240,20 +283,24 @@ def read_kernel_log(window_minutes: int, path: str = "") -> tuple[str | None, st
     return None, "no kernel log is readable here (journald has no kernel messages and dmesg fails)"
 
 
-def read_xid_events(window_minutes: int, path: str) -> tuple[list[dict] | None, str]:
-    """Every XID line of the kernel log read `window_minutes` back (each
-    with its time; see gpufleet_gpu_faults.xid_events), and the source;
-    None when no kernel log is readable."""
+def read_kernel_events(window_minutes: int, path: str) -> tuple[list[dict] | None, str]:
+    """Every XID and SXid (NVSwitch) line of the kernel log read
+    `window_minutes` back, each with its kind and time (see
+    gpufleet_gpu_faults.xid_events and sxid_events), and the source; None
+    when no kernel log is readable."""
     text, source = read_kernel_log(window_minutes, path)
     if text is None:
         return None, source
-    return faults.xid_events(text, boot_time()), source
+    booted = boot_time()
+    return [{"kind": "xid", **line} for line in faults.xid_events(text, booted)] + \
+        faults.sxid_events(text, booted), source
 
 
 def check_xid(read: tuple[list[dict] | None, str], window_minutes: int, ignore: list[int], applies: bool,
               no_gpu_reason: str, now: float) -> tuple[dict, dict]:
-    """The xid check over read_xid_events()' lines within its own window
-    (an undated line counts); each code named with its catalogue class."""
+    """The xid check over read_kernel_events()' XID lines within its own
+    window (an undated line counts); each code named with its catalogue
+    class."""
     if not applies:
         return result("xid", "skip", no_gpu_reason), {}
     lines, source = read
@@ -262,7 +309,7 @@ def check_xid(read: tuple[list[dict] | None, str], window_minutes: int, ignore: 
     since = now - window_minutes * 60
     events: dict[tuple[str, str], int] = {}
     for line in lines:
-        if line["time"] is None or line["time"] >= since:
+        if line["kind"] == "xid" and (line["time"] is None or line["time"] >= since):
             key = (line["pci"], str(line["code"]))
             events[key] = events.get(key, 0) + 1
     counted = {key: n for key, n in events.items() if int(key[1]) not in ignore}
@@ -272,6 +319,34 @@ def check_xid(read: tuple[list[dict] | None, str], window_minutes: int, ignore: 
         return result("xid", "fail", f"{summary} ({source})"), events
     note = f"; ignored: {sorted({int(key[1]) for key in events})}" if events else ""
     return result("xid", "pass", f"no XID events ({source}){note}"), events
+
+
+def check_sxid(read: tuple[list[dict] | None, str], window_minutes: int, applies: bool, no_gpu_reason: str,
+               now: float) -> dict:
+    """Fails on a fatal NVSwitch error (SXid) line within the xid check's
+    window; unknown on one whose severity is not written as the driver
+    writes it; non-fatal ones are counted in the detail."""
+    if not applies:
+        return result("sxid", "skip", no_gpu_reason)
+    lines, source = read
+    if lines is None:
+        return result("sxid", "unknown", source)
+    since = now - window_minutes * 60
+    recent: dict[str, dict[tuple[str, int], int]] = {"sxid_fatal": {}, "sxid_non_fatal": {}, "sxid": {}}
+    for line in lines:
+        if line["kind"] in recent and (line["time"] is None or line["time"] >= since):
+            key = (line["pci"], line["code"])
+            recent[line["kind"]][key] = recent[line["kind"]].get(key, 0) + 1
+
+    def named(kind: str) -> str:
+        return ", ".join(f"SXid {code} on {pci} x{n}" for (pci, code), n in sorted(recent[kind].items()))
+    others = f"; non-fatal: {named('sxid_non_fatal')}" if recent["sxid_non_fatal"] else ""
+    if recent["sxid_fatal"]:
+        return result("sxid", "fail", f"fatal NVSwitch errors: {named('sxid_fatal')} ({source}){others}")
+    if recent["sxid"]:
+        return result("sxid", "unknown", f"NVSwitch errors of a severity this check cannot read: {named('sxid')} "
+                      f"({source}){others}")
+    return result("sxid", "pass", f"no fatal NVSwitch error ({source}){others}")
 
 
 def check_nccl(cfg: dict, requested: bool, gpus: list) -> tuple[dict, float | None]:
@@ -293,15 +368,16 @@ def check_nccl(cfg: dict, requested: bool, gpus: list) -> tuple[dict, float | No
 
 def fault_events(read: tuple[list[dict] | None, str], checks: list[dict], expected, smi: tuple[str, str, list],
                  ecc_limit: int, now: float) -> list[dict]:
-    """The faults gpufleet_gpu_faults classifies: each XID line read; a GPU
-    the inventory promises that nvidia-smi does not list; each GPU whose
-    uncorrectable ECC errors failed the ecc check. A kernel log that
-    should have been read and was not, and promised GPUs nvidia-smi could
-    not be asked about, are faults of an unknown kind: seen, never acted
-    on."""
+    """The faults gpufleet_gpu_faults classifies: each XID and SXid line
+    read; a GPU the inventory promises that nvidia-smi does not list; each
+    GPU whose uncorrectable ECC errors failed the ecc check; each GPU whose
+    row remap is pending or failed. A kernel log that should have been read
+    and was not, promised GPUs nvidia-smi could not be asked about, and row
+    remaps that could not be read are faults of an unknown kind: seen,
+    never acted on."""
     lines, source = read
     status, detail, gpus = smi
-    events = [{"kind": "xid", **line} for line in lines or []]
+    events = list(lines or [])
     if lines is None and source != NOT_READ:
         events.append({"kind": "kernel_log_unreadable", "code": None, "pci": "", "time": now, "detail": source})
     by_check = {c["check"]: c for c in checks}
@@ -318,6 +394,14 @@ def fault_events(read: tuple[list[dict] | None, str], checks: list[dict], expect
         for gpu, count in sorted(ecc["data"].get("uncorrected", {}).items()):
             if count > ecc_limit:
                 events.append({"kind": "ecc_uncorrectable", "code": None, "pci": bus.get(gpu, gpu), "time": now})
+    remap = by_check.get("row_remap", {})
+    for flag in ("failed", "pending"):
+        for pci in remap.get("data", {}).get(flag, []):
+            kind = "row_remap_failure" if flag == "failed" else "row_remap_pending"
+            events.append({"kind": kind, "code": None, "pci": pci, "time": now})
+    if remap.get("result") == "unknown" and gpus:
+        events.append({"kind": "row_remap_unreadable", "code": None, "pci": "", "time": now,
+                       "detail": remap["detail"]})
     return events
 
 
@@ -344,16 +428,19 @@ def run_checks(cfg: dict, nccl: bool, now: float | None = None) -> dict:
     # as far back as the check or any fault's window needs.
     xid_window = int(cfg["xid_window_minutes"])
     xid_applies = expected != 0 or bool(gpus)
-    read = read_xid_events(max(xid_window, faults.longest_window(classes, codes)), cfg.get("kernel_log", "")) \
+    read = read_kernel_events(max(xid_window, faults.longest_window(classes, codes)), cfg.get("kernel_log", "")) \
         if xid_applies else (None, NOT_READ)
     xid, events = check_xid(read, xid_window, [int(x) for x in cfg["xid_ignore"]], xid_applies, no_gpu, now)
+    sxid = check_sxid(read, xid_window, xid_applies, no_gpu, now)
     busbw = None
     if gpu_checks_apply:
         checks += [
             check_driver(cfg["driver_version"], gpus),
             check_persistence(bool(cfg["persistence_mode"]), gpus),
             xid,
+            sxid,
             check_ecc(bool(cfg["ecc_required"]), int(cfg["ecc_max_uncorrected"]), gpus),
+            check_row_remap(read_row_remaps(cfg["nvidia_smi"]), gpus),
             check_pcie(bool(cfg["pcie"]), gpus),
         ]
         nccl_result, busbw = check_nccl(cfg["nccl"], nccl, gpus)
@@ -361,8 +448,8 @@ def run_checks(cfg: dict, nccl: bool, now: float | None = None) -> dict:
     else:
         outcome = "skip" if expected == 0 else "unknown"
         checks += [result(name, outcome, no_gpu) for name in ("driver_version", "persistence_mode")]
-        checks.append(xid)
-        checks += [result(name, outcome, no_gpu) for name in ("ecc", "pcie_link", "nccl_busbw")]
+        checks += [xid, sxid]
+        checks += [result(name, outcome, no_gpu) for name in ("ecc", "row_remap", "pcie_link", "nccl_busbw")]
     outcomes = {c["result"] for c in checks}
     overall = "fail" if "fail" in outcomes else ("unknown" if "unknown" in outcomes else "pass")
     return {

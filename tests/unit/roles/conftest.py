@@ -23,7 +23,10 @@ ROOT = Path(__file__).resolve().parents[3]
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
 
 # Answers --query-gpu=a,b,c with the named fields of each GPU in GPUS, in
-# the order asked, the way nvidia-smi's csv,noheader,nounits format does.
+# the order asked, the way nvidia-smi's csv,noheader,nounits format does;
+# and -q -x with each GPU's row-remap flags (its "remap_pending" and
+# "remap_failure", "No" by default) in nvidia-smi's XML, or with SPEC's "xml"
+# (text, or an exit code: "xml_rc").
 FAKE_NVIDIA_SMI = textwrap.dedent(
     """\
     import json, sys
@@ -31,6 +34,21 @@ FAKE_NVIDIA_SMI = textwrap.dedent(
     if SPEC["rc"]:
         print(SPEC["message"])
         sys.exit(SPEC["rc"])
+    if "-q" in sys.argv and "-x" in sys.argv:
+        if SPEC.get("xml_rc"):
+            print("query failed")
+            sys.exit(SPEC["xml_rc"])
+        if SPEC.get("xml") is not None:
+            print(SPEC["xml"])
+            sys.exit(0)
+        print("<?xml version='1.0' ?><nvidia_smi_log><driver_version>550.54.15</driver_version>")
+        for gpu in SPEC["gpus"]:
+            print("<gpu id='%s'><pci><pci_bus_id>%s</pci_bus_id></pci><remapped_rows>"
+                  "<remapped_row_pending>%s</remapped_row_pending><remapped_row_failure>%s</remapped_row_failure>"
+                  "</remapped_rows></gpu>" % (gpu.get("pci.bus_id", ""), gpu.get("pci.bus_id", ""),
+                                              gpu.get("remap_pending", "No"), gpu.get("remap_failure", "No")))
+        print("</nvidia_smi_log>")
+        sys.exit(0)
     fields = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--query-gpu=")][0].split(",")
     for gpu in SPEC["gpus"]:
         print(", ".join(str(gpu.get(f, "[N/A]")) for f in fields))
@@ -80,9 +98,9 @@ for _file in yaml.safe_load((ROOT / "roles" / "_common" / "vars" / "main.yml").r
 def fake_nvidia_smi(tmp_path):
     """Write an executable stand-in for nvidia-smi and return its path."""
 
-    def make(gpus=(), rc: int = 0, message: str = "") -> str:
+    def make(gpus=(), rc: int = 0, message: str = "", xml: str | None = None, xml_rc: int = 0) -> str:
         path = tmp_path / "nvidia-smi"
-        spec = json.dumps({"gpus": list(gpus), "rc": rc, "message": message})
+        spec = json.dumps({"gpus": list(gpus), "rc": rc, "message": message, "xml": xml, "xml_rc": xml_rc})
         path.write_text(f"#!{sys.executable}\n" + FAKE_NVIDIA_SMI.format(spec=spec))
         path.chmod(0o755)
         return str(path)

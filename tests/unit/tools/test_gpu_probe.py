@@ -135,6 +135,8 @@ def test_happy_path_writes_the_capture_parses_it_and_agrees_with_query_gpu(machi
     assert all(row["equal"] == "yes" for row in report["comparison"]["rows"])
     checks = {c["check"]: c["result"] for c in report["node_health"]["report"]["checks"]}
     assert checks["gpu_count"] == "pass" and checks["ecc"] == "pass" and checks["pcie_link"] == "pass"
+    # The row remaps from the same XML report the probe captured.
+    assert checks["row_remap"] == "pass"
     # No journalctl or dmesg on this PATH: the kernel log is unknown, not clean.
     assert checks["xid"] == "unknown"
 

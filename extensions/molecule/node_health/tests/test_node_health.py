@@ -12,7 +12,7 @@ from conftest import ansible_playbook, assert_file, container, project_dir
 
 REPORT = "/var/lib/gpufleet/health/report.json"
 METRICS = "/var/lib/prometheus/node-exporter/gpufleet_health.prom"
-GPU_CHECKS = ["driver_version", "persistence_mode", "xid", "ecc", "pcie_link", "nccl_busbw"]
+GPU_CHECKS = ["driver_version", "persistence_mode", "xid", "sxid", "ecc", "row_remap", "pcie_link", "nccl_busbw"]
 
 
 @pytest.fixture(scope="module")

@@ -52,8 +52,9 @@ SMI_LOG = "/var/log/gft-nvidia-smi.log"
 JOB, CKPT = "/usr/local/bin/toy-train", "/srv/ckpt"
 PCI = "0000:3b:00"
 # The node's stand-in nvidia-smi (no GPU in a container): one healthy GPU
-# for node_health's query; no process holds it, and a reset goes through.
-# Every call is logged.
+# for node_health's query and its XML report (no row remap pending or
+# failed); no process holds it, and a reset goes through. Every call is
+# logged.
 SMI = f"""#!/usr/bin/python3
 import sys
 args = sys.argv[1:]
@@ -66,6 +67,10 @@ GPU = {{"index": "0", "pci.bus_id": "00000000:3B:00.0", "driver_version": "550.5
 query = next((a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")), None)
 if query is not None:
     print(", ".join(GPU.get(field, "[N/A]") for field in query.split(",")))
+elif args == ["-q", "-x"]:
+    print("<nvidia_smi_log><gpu id='00000000:3B:00.0'><pci><pci_bus_id>00000000:3B:00.0</pci_bus_id></pci>"
+          "<remapped_rows><remapped_row_pending>No</remapped_row_pending>"
+          "<remapped_row_failure>No</remapped_row_failure></remapped_rows></gpu></nvidia_smi_log>")
 elif any(a.startswith("--query-compute-apps") for a in args):
     pass
 elif "--gpu-reset" in args:

@@ -200,3 +200,48 @@ def test_each_policy_problem_is_named(classes, codes, says):
 def test_a_valid_policy_has_no_problem():
     assert faults.policy_problems({"RESTART_APP": {"threshold": 5, "window_minutes": 30}, "IGNORE": {}},
                                   {13: {"class": "IGNORE"}, "79": {"threshold": 2, "window_minutes": 10}}) == []
+
+
+# ---- NVSwitch (SXid) lines and row remaps ------------------------------------------
+
+SXID_LOG = """\
+1733520000.100000 gpu-1 kernel: nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 24007, Fatal, Link 34 sourcetrack timeout error (First)
+1733520001.200000 gpu-1 kernel: nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error (First)
+1733520002.300000 gpu-1 kernel: nvidia-nvswitch0: SXid (PCI:0000:08:00.0): 20034, Severe, Link 30 LTSSM Fault Up
+1733520003.400000 gpu-1 kernel: nvidia-nvswitch1: SXid (0000:06:00.0): 11012
+1733520004.500000 gpu-1 kernel: NVRM: Xid (PCI:0000:18:00): 74, pid=1, NVLink: fatal error detected on link 3
+"""
+
+
+def test_each_sxid_line_is_a_fault_of_its_severity():
+    events = faults.sxid_events(SXID_LOG)
+    assert [(e["kind"], e["code"], e["pci"], e["time"]) for e in events] == [
+        ("sxid_fatal", 24007, "0000:07:00.0", 1733520000.1),
+        ("sxid_non_fatal", 12028, "0000:05:00.0", 1733520001.2),
+        # A severity word the driver does not write, and none at all: unknown.
+        ("sxid", 20034, "0000:08:00.0", 1733520002.3),
+        ("sxid", 11012, "0000:06:00.0", 1733520003.4),
+    ]
+    # The GPU's XID line is not an SXid, nor the SXid lines XIDs.
+    assert [e["code"] for e in faults.xid_events(SXID_LOG)] == [74]
+
+
+def test_sxid_and_row_remap_classes():
+    now = 1733520010.0
+    found = {f["kind"]: f for f in faults.classify(
+        [dict(e) for e in faults.sxid_events(SXID_LOG)[:3]]
+        + [{"kind": "row_remap_pending", "code": None, "pci": "00000000:18:00.0", "time": now},
+           {"kind": "row_remap_failure", "code": None, "pci": "00000000:19:00.0", "time": now},
+           {"kind": "row_remap_unreadable", "code": None, "pci": "", "time": now}], now)}
+    rows = {kind: (f["class"], f["step"], f["tripped"]) for kind, f in found.items()}
+    assert rows == {
+        "sxid_fatal": ("RESTART_VM", "reboot", True),
+        "sxid_non_fatal": ("IGNORE", "none", True),
+        "sxid": ("unknown", "none", False),
+        "row_remap_pending": ("RESET_GPU", "reset_gpu", True),
+        "row_remap_failure": ("CONTACT_SUPPORT", "replace", True),
+        "row_remap_unreadable": ("unknown", "none", False),
+    }
+    # A class policy reaches them as it reaches an XID of the class.
+    (fatal,) = faults.classify(faults.sxid_events(SXID_LOG)[:1], now, {"RESTART_VM": {"threshold": 2}})
+    assert (fatal["threshold"], fatal["tripped"]) == (2, False)

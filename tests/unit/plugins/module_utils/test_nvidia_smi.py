@@ -49,6 +49,19 @@ def test_h100_sxm_r550_modes_health_and_links(fixture_text):
     assert first["power_limit_w"] == pytest.approx(700.0)
     assert first["pcie"] == {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16}
     assert first["fabric"] == {"state": "Completed", "status": "Success"}
+    assert first["row_remap"] == {"pending": False, "failure": False, "correctable": 0, "uncorrectable": 0}
+
+
+def test_a_pending_or_failed_row_remap_is_read_per_gpu(fixture_text):
+    text = fixture_text("nvidia_smi", "h100_sxm_x2_r550.xml")
+    # The second GPU's block: a remap waiting for the next reset, and one that failed.
+    head, tail = text.rsplit("<remapped_rows>", 1)
+    tail = (tail.replace("<remapped_row_unc>0<", "<remapped_row_unc>3<", 1)
+            .replace("<remapped_row_pending>No<", "<remapped_row_pending>Yes<", 1)
+            .replace("<remapped_row_failure>No<", "<remapped_row_failure>Yes<", 1))
+    first, second = parse_query_xml(head + "<remapped_rows>" + tail)["gpus"]
+    assert first["row_remap"]["pending"] is False and first["row_remap"]["failure"] is False
+    assert second["row_remap"] == {"pending": True, "failure": True, "correctable": 0, "uncorrectable": 3}
 
 
 def test_a100_with_mig_enabled_is_not_confused_by_mig_devices(fixture_text):
@@ -61,6 +74,7 @@ def test_a100_with_mig_enabled_is_not_confused_by_mig_devices(fixture_text):
     assert gpu["pcie"]["gen_max"] == 4
     # Without NVSwitch registration the fabric reads N/A: None, not "N/A".
     assert gpu["fabric"] == {"state": None, "status": None}
+    assert gpu["row_remap"] == {"pending": False, "failure": False, "correctable": 0, "uncorrectable": 0}
 
 
 def test_r575_power_without_power_draw_and_split_sram_counters(fixture_text):
@@ -89,6 +103,8 @@ def test_r470_tesla_t4_single_and_double_bit_counters(fixture_text):
     assert gpu["power_draw_w"] == pytest.approx(9.64)
     assert gpu["power_limit_w"] == pytest.approx(70.0)
     assert gpu["pcie"] == {"gen_current": 1, "gen_max": 3, "width_current": 8, "width_max": 16}
+    # Turing does not remap rows: <remapped_rows>N/A</remapped_rows>.
+    assert gpu["row_remap"] == {"pending": None, "failure": None, "correctable": None, "uncorrectable": None}
     assert gpu["fabric"] == {"state": None, "status": None}
 
 

@@ -132,7 +132,7 @@ NVRM: Xid (PCI:0000:5e:00): 13, pid=99, Graphics Exception
 
 def test_xid_events_are_counted_and_ignored_codes_do_not_fail(monkeypatch):
     monkeypatch.setattr(health, "read_kernel_log", lambda minutes, path="": (KERNEL_LOG, "journald, last 60 min"))
-    read = health.read_xid_events(60, "")
+    read = health.read_kernel_events(60, "")
     r, events = health.check_xid(read, 60, [13], True, "", 1.0e9)
     # Each code with its class in NVIDIA's catalogue.
     assert r["result"] == "fail" and "XID 79 (RESTART_BM) on 0000:3b:00 x2" in r["detail"]
@@ -145,9 +145,9 @@ def test_the_xid_check_counts_only_its_own_window():
     """The log is read as far back as the longest fault window; the check
     counts the lines of its own window, and undated lines always."""
     now = 1_800_000_000.0
-    lines = [{"code": 79, "pci": "0000:3b:00", "time": now - 3 * 3600},
-             {"code": 48, "pci": "0000:3b:00", "time": now - 59 * 60},
-             {"code": 94, "pci": "0000:3b:00", "time": None}]
+    lines = [{"kind": "xid", "code": 79, "pci": "0000:3b:00", "time": now - 3 * 3600},
+             {"kind": "xid", "code": 48, "pci": "0000:3b:00", "time": now - 59 * 60},
+             {"kind": "xid", "code": 94, "pci": "0000:3b:00", "time": None}]
     r, events = health.check_xid((lines, "journald, last 180 min"), 60, [], True, "", now)
     assert events == {("0000:3b:00", "48"): 1, ("0000:3b:00", "94"): 1}
     assert r["result"] == "fail" and "XID 79" not in r["detail"]
@@ -155,7 +155,7 @@ def test_the_xid_check_counts_only_its_own_window():
 
 def test_an_unreadable_kernel_log_is_unknown_not_pass(monkeypatch):
     monkeypatch.setattr(health, "read_kernel_log", lambda minutes, path="": (None, "no kernel log is readable here"))
-    r, events = health.check_xid(health.read_xid_events(60, ""), 60, [], True, "", 1.0e9)
+    r, events = health.check_xid(health.read_kernel_events(60, ""), 60, [], True, "", 1.0e9)
     assert (r["result"], events) == ("unknown", {})
 
 
@@ -211,7 +211,7 @@ def test_container_without_gpu_and_none_expected(tmp_path):
     assert report["status"] == "pass"
     checks = by_check(report)
     assert checks["gpu_count"]["result"] == "pass"
-    for name in ("driver_version", "persistence_mode", "xid", "ecc", "pcie_link", "nccl_busbw"):
+    for name in ("driver_version", "persistence_mode", "xid", "sxid", "ecc", "row_remap", "pcie_link", "nccl_busbw"):
         assert checks[name]["result"] == "skip" and "no GPU on this node" in checks[name]["detail"]
 
 
@@ -222,7 +222,7 @@ def test_promised_gpus_without_a_driver(tmp_path, fake_nvidia_smi):
     assert report["nvidia_smi"]["status"] == "no_driver"
     checks = by_check(report)
     assert checks["gpu_count"]["result"] == "fail"
-    for name in ("driver_version", "persistence_mode", "ecc", "pcie_link", "nccl_busbw"):
+    for name in ("driver_version", "persistence_mode", "ecc", "row_remap", "pcie_link", "nccl_busbw"):
         assert checks[name]["result"] == "unknown" and "could not check" in checks[name]["detail"]
     # The kernel log still explains a lost GPU; the fixture's log is empty.
     assert checks["xid"]["result"] == "pass"
@@ -422,7 +422,7 @@ def test_an_unknown_count_with_no_gpu_leaves_the_gpu_checks_unknown(tmp_path, fa
     assert report["status"] == "unknown"
     checks = by_check(report)
     assert checks["gpu_count"]["result"] == "unknown"
-    for name in ("driver_version", "persistence_mode", "ecc", "pcie_link", "nccl_busbw"):
+    for name in ("driver_version", "persistence_mode", "ecc", "row_remap", "pcie_link", "nccl_busbw"):
         assert checks[name]["result"] == "unknown" and "does not know" in checks[name]["detail"]
     # The kernel log is read all the same: it would show a lost GPU.
     assert checks["xid"]["result"] == "pass"
@@ -440,3 +440,100 @@ def test_an_unknown_count_with_gpus_checks_them(tmp_path, fake_nvidia_smi):
     checks = by_check(report)
     assert checks["gpu_count"]["result"] == "unknown"
     assert checks["ecc"]["result"] == "pass" and checks["persistence_mode"]["result"] == "pass"
+
+
+# ---- NVSwitch (SXid) lines and row remaps ------------------------------------------
+
+SWITCH_LOG = "\n".join([
+    kern_log_line(3, "nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 24007, Fatal, Link 34 sourcetrack timeout error (First)"),
+    kern_log_line(2, "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error"),
+    kern_log_line(2, "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error"),
+    # Outside the check's 60 minutes: a fault within its class's window still.
+    kern_log_line(90, "nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 30 LTSSM Fault Up"),
+]) + "\n"
+
+
+def switch_lines(text: str):
+    return [line for line in health.faults.sxid_events(text)], "kern.log"
+
+
+def test_a_fatal_sxid_fails_the_sxid_check_and_non_fatal_ones_are_named():
+    r = health.check_sxid(switch_lines(SWITCH_LOG), 60, True, "", NOW)
+    assert r["result"] == "fail"
+    assert "fatal NVSwitch errors: SXid 24007 on 0000:07:00.0 x1 (kern.log)" in r["detail"]
+    assert "non-fatal: SXid 12028 on 0000:05:00.0 x2" in r["detail"] and "20034" not in r["detail"]
+    # Non-fatal alone passes, and says what it saw.
+    r = health.check_sxid(switch_lines(SWITCH_LOG.split("\n", 1)[1]), 60, True, "", NOW)
+    assert r["result"] == "pass" and "non-fatal: SXid 12028" in r["detail"]
+
+
+def test_an_sxid_of_a_severity_not_read_is_unknown_and_a_log_not_read_is_unknown():
+    odd = kern_log_line(1, "nvidia-nvswitch0: SXid (PCI:0000:08:00.0): 20034, Severe, Link 30 LTSSM Fault Up")
+    r = health.check_sxid(switch_lines(odd), 60, True, "", NOW)
+    assert r["result"] == "unknown" and "SXid 20034 on 0000:08:00.0 x1" in r["detail"]
+    assert health.check_sxid((None, "no kernel log is readable here"), 60, True, "", NOW)["result"] == "unknown"
+    assert health.check_sxid((None, health.NOT_READ), 60, False, "no GPU on this node", NOW)["result"] == "skip"
+
+
+def test_sxid_lines_become_faults_and_fail_the_node(tmp_path, fake_nvidia_smi, monkeypatch):
+    monkeypatch.setattr(health, "read_kernel_log", READ_KERNEL_LOG)
+    (tmp_path / "kern.log").write_text(SWITCH_LOG)
+    cfg = config(tmp_path, fake_nvidia_smi([gpu(0)]), 1, kernel_log=str(tmp_path / "kern.log"))
+    report = health.run_checks(cfg, nccl=False, now=NOW)
+    rows = {(f["kind"], f["code"], f["pci"]): (f["class"], f["count"], f["tripped"]) for f in report["faults"]}
+    assert rows == {
+        ("sxid_fatal", 24007, "0000:07:00.0"): ("RESTART_VM", 1, True),
+        ("sxid_fatal", 20034, "0000:06:00.0"): ("RESTART_VM", 0, False),
+        ("sxid_non_fatal", 12028, "0000:05:00.0"): ("IGNORE", 2, True),
+    }
+    assert report["status"] == "fail" and by_check(report)["xid"]["result"] == "pass"
+
+
+def test_a_pending_or_failed_row_remap_fails_and_is_a_fault_of_its_gpu(tmp_path, fake_nvidia_smi):
+    smi = fake_nvidia_smi([gpu(0, remap_pending="Yes"), gpu(1, remap_failure="Yes"), gpu(2)])
+    report = health.run_checks(config(tmp_path, smi, 3), nccl=False, now=NOW)
+    remap = by_check(report)["row_remap"]
+    assert remap["result"] == "fail"
+    assert remap["detail"] == ("row remapping failed on GPU 00000000:19:00.0; "
+                               "a row remap waits for a reset of GPU 00000000:18:00.0")
+    rows = {(f["kind"], f["pci"]): (f["class"], f["step"], f["tripped"]) for f in report["faults"]}
+    assert rows == {("row_remap_pending", "00000000:18:00.0"): ("RESET_GPU", "reset_gpu", True),
+                    ("row_remap_failure", "00000000:19:00.0"): ("CONTACT_SUPPORT", "replace", True)}
+    healthy = health.run_checks(config(tmp_path, fake_nvidia_smi([gpu(0), gpu(1)]), 2), nccl=False, now=NOW)
+    assert by_check(healthy)["row_remap"]["result"] == "pass" and healthy["faults"] == []
+
+
+NO_REMAP_XML = ("<nvidia_smi_log><gpu id='00000000:18:00.0'><pci><pci_bus_id>00000000:18:00.0</pci_bus_id></pci>"
+                "<remapped_rows>N/A</remapped_rows></gpu></nvidia_smi_log>")
+HALF_XML = NO_REMAP_XML.replace("<remapped_rows>N/A</remapped_rows>",
+                                "<remapped_rows><remapped_row_pending>No</remapped_row_pending></remapped_rows>")
+
+
+@pytest.mark.parametrize("gpus, smi, result, says", [
+    # Before Ampere: nothing to remap.
+    (1, {"xml": NO_REMAP_XML}, "skip", "do not remap rows"),
+    (1, {"xml_rc": 15}, "unknown", "nvidia-smi -q -x exit 15: query failed"),
+    (1, {"xml": "NVIDIA-SMI has failed"}, "unknown", "did not return XML"),
+    (1, {"xml": "<nvidia_smi_log/>"}, "unknown", "lists 0 GPU(s) and its query 1"),
+    (2, {"xml": NO_REMAP_XML}, "unknown", "lists 1 GPU(s) and its query 2"),
+    (1, {"xml": HALF_XML}, "unknown", "reports only one of the pending and failure flags"),
+])
+def test_row_remaps_that_cannot_be_read_are_unknown_never_pass(tmp_path, fake_nvidia_smi, gpus, smi, result, says):
+    report = health.run_checks(config(tmp_path, fake_nvidia_smi([gpu(i) for i in range(gpus)], **smi), gpus),
+                               nccl=False, now=NOW)
+    remap = by_check(report)["row_remap"]
+    assert remap["result"] == result and says in remap["detail"], remap
+    unknown = [f for f in report["faults"] if f["kind"] == "row_remap_unreadable"]
+    if result == "unknown":
+        (fault,) = unknown
+        assert (fault["class"], fault["tripped"], fault["detail"]) == ("unknown", False, remap["detail"])
+        assert report["status"] == "unknown"
+    else:
+        assert unknown == [] and report["status"] == "pass"
+
+
+def test_a_node_without_gpus_does_not_ask_for_row_remaps(tmp_path, fake_nvidia_smi):
+    report = health.run_checks(config(tmp_path, fake_nvidia_smi(rc=6, message="No devices were found"), 0),
+                               nccl=False, now=NOW)
+    assert (by_check(report)["row_remap"]["result"], by_check(report)["sxid"]["result"]) == ("skip", "skip")
+    assert report["status"] == "pass" and report["faults"] == []

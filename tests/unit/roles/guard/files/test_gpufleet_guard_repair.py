@@ -418,6 +418,24 @@ def test_a_report_that_could_not_read_the_node_clears_nothing(setup, tmp_path, u
     assert record["state"] == repair.CLEARED and node.made("reset", "reboot") == []
 
 
+def test_row_remaps_not_read_hold_a_row_remap_repair_and_no_other(setup, tmp_path):
+    """A report whose row remaps could not be read says nothing of a
+    pending remap's GPU; it still clears an XID fault by its lines."""
+    unreadable = fault(kind="row_remap_unreadable", code=None, pci="", cls="unknown", step="none", tripped=False)
+    pending = fault(kind="row_remap_pending", code=None, pci="00000000:3B:00.0", cls="RESET_GPU", step="reset_gpu")
+    for tripped, cleared in ((pending, repair.HELD), (None, repair.CLEARED)):
+        ladder, _node, _job, records, _saves = setup()
+        clock = Clock()
+        report = opened(ladder, tmp_path, clock, tripped=dict(tripped, last=clock.now) if tripped else None)
+        record = only(records)
+        clock.now += 60
+        write_report(report, clock.now, dict(unreadable, last=clock.now))
+        ladder.poll(clock.now, BOOT)
+        assert record["state"] == cleared, record
+        if cleared == repair.HELD:
+            assert "row_remap_unreadable" in record["why"]
+
+
 def test_undated_lines_after_the_step_hold_the_repair(setup, tmp_path):
     ladder, _node, _job, records, _saves = setup()
     clock = Clock()

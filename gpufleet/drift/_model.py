@@ -9,6 +9,7 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from . import _doctor
 from ._schema import drift as _drift
 
 EXIT_CLEAN, EXIT_DRIFT, EXIT_FAILED, EXIT_UNREACHABLE = (
@@ -142,6 +143,11 @@ class Report:
 
     def drifted_hosts(self) -> list[str]:
         return sorted({r["host"] for r in self.drifted()})
+
+    def faulted_hosts(self) -> list[str]:
+        """Hosts whose node_health report has a tripped GPU fault (the node
+        view, _doctor): not drift, so no state or exit bit of theirs."""
+        return sorted(h for h, meta in self.hosts.items() if _doctor.tripped(_doctor.of(meta) or {}))
 
     def to_dict(self) -> dict:
         states = self.host_states()

@@ -11,6 +11,7 @@ renamed on one side fails the render instead of vanishing from the page."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import difflib
 import functools
 import hashlib
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import jinja2
 
+from . import _doctor
 from ._model import Report
 
 UNKNOWN = "unknown"
@@ -181,6 +183,61 @@ def _record_row(r) -> dict:
     }
 
 
+def _when(value) -> str:
+    """A Unix time as UTC ISO text; anything else as it is, or unknown."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return datetime.datetime.fromtimestamp(value, datetime.timezone.utc).isoformat(timespec="seconds")
+        except (OverflowError, OSError, ValueError):
+            pass
+    return _text(value)
+
+
+# What a part of the node view that was not read says.
+_NOT_READ = {"absent": "not reported", "unreadable": "unreadable"}
+
+
+def _part(part: dict) -> dict:
+    state = part.get("state")
+    return {"state": _text(state), "read": state == "read", "label": _NOT_READ.get(state, f"state {_text(state)}"),
+            "detail": str(part["detail"]) if part.get("detail") not in (None, "") else None}
+
+
+def _fault_row(fault: dict) -> dict:
+    return {"label": _doctor.fault_label(fault), "tripped": fault.get("tripped") is True,
+            "class": _text(fault.get("class")), "step": _text(fault.get("step")),
+            "count": _text(fault.get("count")), "threshold": _text(fault.get("threshold")),
+            "window": _text(fault.get("window_minutes")), "pci": _text(fault.get("pci")),
+            "last": _when(fault.get("last")),
+            "detail": str(fault["detail"]) if fault.get("detail") not in (None, "") else None}
+
+
+def _repair_row(repair: dict) -> dict:
+    closed = repair.get("closed_at")
+    return {"fault": _text(repair.get("fault")), "class": _text(repair.get("class")),
+            "rung": _text(repair.get("rung") or repair.get("first_rung")), "state": _text(repair.get("state")),
+            "why": _text(repair.get("why")), "opened": _when(repair.get("opened_at")),
+            "closed": None if closed is None else _when(closed), "open": _doctor.is_open(repair)}
+
+
+def _doctor_view(meta) -> dict | None:
+    """A host's node view of GPU faults for its section (None: the report
+    has none for it)."""
+    doctor = _doctor.of(meta)
+    if doctor is None:
+        return None
+    found, guard = _doctor.health(doctor), _doctor.repairs(doctor)
+    return {
+        "health": {**_part(found), "status": _text(found.get("status")), "time": _text(found.get("time")),
+                   "checks": [{key: _text(c.get(key)) for key in ("check", "result", "detail")}
+                              for c in _doctor.checks(doctor)],
+                   "faults": [_fault_row(f) for f in _doctor.faults(doctor)]},
+        "repairs": {**_part(guard), "written": _when(guard.get("written")),
+                    "entries": [_repair_row(r) for r in _doctor.repair_items(doctor)]},
+        "acting": _doctor.acting(doctor),
+    }
+
+
 def _grid(page: _Page, hosts: list[str], anchors: dict[str, str]) -> tuple[list[dict], list[dict]]:
     full_names: dict[str, set[str]] = defaultdict(set)
     worst: dict[tuple[str, str], str] = {}
@@ -238,8 +295,10 @@ def context(report) -> dict:
         meta = page.hosts.get(host, {})
         records = sorted((r for r in page.by_host.get(host, []) if r["state"] != "in-sync"),
                          key=lambda r: (RECORD_RANK.get(r["state"], 9), r["resource"]))
+        doctor = _doctor_view(meta)
         sections.append({
             "host": host, "anchor": anchors[host], "state": page.host_state(host),
+            "doctor": doctor, "open": page.host_state(host) != "in-sync" or bool(doctor and doctor["acting"]),
             "provider": _text(meta.get("provider")), "region": _text(meta.get("region")),
             "gpu_model": _text(meta.get("gpu_model")),
             "total": len(page.by_host.get(host, [])), "records": [_record_row(r) for r in records],
@@ -262,6 +321,7 @@ def context(report) -> dict:
                       "error": u.get("error")} for u in page.unlisted],
         "drifted_hosts": drifted_hosts,
         "failed_hosts": failed_hosts,
+        "faulted_hosts": sorted(page.faulted_hosts(), key=_natural),
         "legend": [{"state": s, "glyph": GLYPH[s], "label": LABEL[s]} for s in reversed(CELL_RANK)],
         "roles": roles, "rows": rows,
         "most_drifted": [{"resource": r, "nodes": n} for r, n in page.most_drifted()],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from . import _doctor
+
 
 def table(report) -> str:
     lines = []
@@ -20,6 +22,11 @@ def table(report) -> str:
         lines.append(f"{host:<20} {'not scanned':<17} {len(records)} resources: {why}")
     if not interesting and not not_scanned:
         lines.append("(every resource on every host is in sync)")
+    # The node view of GPU faults: not drift, so after it and in no count.
+    for host, meta in sorted(report.hosts.items()):
+        faults = _doctor.line(_doctor.of(meta))
+        if faults:
+            lines.append(f"{host:<20} {'gpu-faults':<17} {faults}")
     for flag in report.peers:
         lines.append(f"{flag['host']:<20} {'peer-mismatch':<17} {flag['message']}")
     for other in report.unlisted:

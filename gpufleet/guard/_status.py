@@ -5,7 +5,6 @@ wrote as NaN, or did not write, is None here and "unknown" when shown."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 
@@ -156,10 +155,12 @@ def _repairs(samples) -> tuple[tuple[str, str, str, str], ...] | None:
 def with_repairs(node: NodeGuard, text: str) -> NodeGuard:
     """The node with the guard's repairs file read into it; a file that
     does not read leaves the history unknown."""
+    # The collection's one reader of the file (the drift report's node view
+    # reads it too), loaded here: `gpufleet lab` needs no collection.
+    from ..drift._schema import node_doctor  # pylint: disable=import-outside-toplevel
+
     try:
-        history = json.loads(text)["repairs"]
-        if not isinstance(history, list) or not all(isinstance(r, dict) for r in history):
-            raise TypeError("repairs is not a list of objects")
-    except (ValueError, KeyError, TypeError):
+        history = node_doctor.load_repairs(text)
+    except ValueError:
         return node
     return dataclasses.replace(node, repair_history=tuple(history))

@@ -14,12 +14,14 @@ again (a new run) make them stale."""
 
 from __future__ import annotations
 
+import base64
 import json
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.cloud.plugins.module_utils import _gpu_record as gr
+from ansible_collections.gpufleet.cloud.plugins.plugin_utils import _node_doctor
 from ansible_collections.gpufleet.cloud.plugins.plugin_utils._action import run_read_only
 from ansible_collections.gpufleet.cloud.plugins.plugin_utils._dpkg import DPKG_QUERY, dpkg_packages
 from ansible_collections.gpufleet.cloud.plugins.test.node import container_node
@@ -74,7 +76,7 @@ def gpu_facets(gpu, container, inventory, in_gpu_group=False):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("packages_only",))
+    _VALID_ARGS = frozenset(("packages_only", "health_report_path", "repairs_path"))
 
     @staticmethod
     def _checked(result, what):
@@ -116,6 +118,33 @@ class ActionModule(ActionBase):
             gpufleet_gpu = self._templar.template(gpufleet_gpu)
         return inventory_gpus(gpufleet_gpu), "gpu" in (task_vars.get("group_names") or [])
 
+    def _file(self, path, task_vars):
+        """(read, text), (absent, why) or (unreadable, why) of a file on the
+        node, read by slurp (read-only, in check mode too). Never raises:
+        a file that cannot be read is a finding, not a failed task."""
+        try:
+            result = self._execute_module(module_name="ansible.legacy.slurp", module_args={"src": path},
+                                          task_vars=task_vars)
+        except AnsibleError as error:  # the rest of the scan goes on
+            return _node_doctor.UNREADABLE, "%s: %s" % (path, error)
+        if result.get("failed") or result.get("unreachable") or "content" not in result:
+            msg = str(result.get("msg") or result.get("module_stderr") or "no content")
+            return (_node_doctor.ABSENT if "not found" in msg.lower() else _node_doctor.UNREADABLE), msg
+        try:
+            return _node_doctor.READ, base64.b64decode(result["content"]).decode("utf-8")
+        except (ValueError, UnicodeDecodeError) as error:
+            return _node_doctor.UNREADABLE, "%s is not UTF-8 text (%s)" % (path, error)
+
+    def _doctor(self, args, task_vars, epoch):
+        """The node view of GPU faults: node_health's last report and the
+        guard's repairs (plugin_utils/_node_doctor.py)."""
+        try:
+            now = float(epoch)
+        except (TypeError, ValueError):
+            now = None
+        return _node_doctor.doctor(self._file(args["health_report_path"], task_vars),
+                                   self._file(args["repairs_path"], task_vars), now)
+
     @staticmethod
     def _json_line(line):
         try:
@@ -130,8 +159,10 @@ class ActionModule(ActionBase):
         epoch = (facts.get("date_time") or {}).get("epoch")
         node = facts.get("gpufleet_node") or {}
         check_mode = bool(self._task.check_mode)
-        _spec, args = self.validate_argument_spec(
-            argument_spec={"packages_only": {"type": "bool", "default": False}})
+        _spec, args = self.validate_argument_spec(argument_spec={
+            "packages_only": {"type": "bool", "default": False},
+            "health_report_path": {"type": "path", "default": _node_doctor.HEALTH_REPORT},
+            "repairs_path": {"type": "path", "default": _node_doctor.REPAIRS}})
         if args["packages_only"]:
             # After an install: what is installed now, and nothing else.
             result.update(changed=False, ansible_facts=self._packages(task_vars, facts))
@@ -174,6 +205,7 @@ class ActionModule(ActionBase):
             **gpu_facets(gpu, container, *self._inventory(task_vars)),
             "rdma_ports": rdma_ports,
             "rdma_devices": sorted({port["name"] for port in rdma_ports}),
+            "doctor": self._doctor(args, task_vars, epoch),
         }
         result.update(changed=False, ansible_facts=new)
         return result

@@ -19,6 +19,9 @@ description:
     C(gpufleet_region), C(gpufleet_gpu)), the OS release and the versions of the kernel, of
     key packages and of the driver and CUDA that P(gpufleet.cloud.gpu_facts#module)
     reports, for peer comparison.
+  - Also records, as C(doctor), the node view of GPU faults that
+    P(gpufleet.cloud.node_facts#module) reads (node_health's last report and the
+    guard's repairs). It is not drift, so it adds no record and no exit bit.
   - A host whose run ended at a failure (one that no rescue or
     C(ignore_errors) caught) gets a C(could-not-verify) record with
     C(not_scanned) set for every resource task of the plays it belongs to
@@ -153,6 +156,12 @@ class CallbackModule(CallbackBase):
                 entries = packages.get(name)
                 if entries:
                     versions[name] = str(entries[0].get("version"))
+        # The node view of GPU faults (node_facts' doctor): what node_health
+        # last found and what the guard's repair ladder is doing. Not drift:
+        # no record and no exit bit comes of it.
+        node = facts.get("gpufleet_node")
+        if isinstance(node, dict) and isinstance(node.get("doctor"), dict):
+            self._host_meta(host)["doctor"] = node["doctor"]
 
     def _needs_failed(self, task, host, role):
         """The roles that the task's role needs (site.yml's __site_needs on

@@ -32,6 +32,11 @@ description:
     were read with (C(ansible_facts.date_time.epoch)); facts gathered again,
     as every run does, make them stale, so they are never older than the
     node's other facts.
+  - Reads, with M(ansible.builtin.slurp), the node view of GPU faults
+    (RV(ansible_facts.gpufleet_node.doctor)) - node_health's last report and
+    the guard's repairs file - which the P(gpufleet.cloud.drift#callback)
+    callback puts in the drift report. A file that is absent or cannot be
+    read is reported as such and never fails the task.
   - The GPU counts follow C(ansible_facts.gpu). A later call after
     M(gpufleet.cloud.gpu_facts) read the node again (as nvidia_driver does
     after loading the driver) updates them, without touching the node.
@@ -44,6 +49,18 @@ options:
         step that installed packages and reads what is installed after.
     type: bool
     default: false
+  health_report_path:
+    description:
+      - node_health's report on the node (the role's C(node_health_report_dir) + C(/report.json)), read for
+        RV(ansible_facts.gpufleet_node.doctor). Absent where node_health is not on the node.
+    type: path
+    default: /var/lib/gpufleet/health/report.json
+  repairs_path:
+    description:
+      - The guard's repairs file on the node, read for RV(ansible_facts.gpufleet_node.doctor). The guard writes
+        it only where its repair ladder is on (C(guard_repair_classes)).
+    type: path
+    default: /run/gpufleet-guard/repairs.json
 attributes:
   action:
     support: full
@@ -144,6 +161,27 @@ ansible_facts:
           type: list
           elements: str
           sample: [mlx5_0]
+        doctor:
+          description:
+            - The node view of GPU faults, from O(health_report_path) and O(repairs_path). Each part has a
+              C(state) - C(read), C(absent) (the file is not there - node_health, or the guard's repair, is not
+              on the node; this says nothing of the GPUs' health) or C(unreadable) (with C(detail), why).
+            - C(health), where read, has C(time) and C(status) (pass, fail or unknown) of node_health's last
+              report, the C(checks) that did not pass (C(check), C(result), C(detail)) and the C(faults) that
+              tripped or are of class C(unknown) (seen, never tripped), each with C(kind), C(code), C(pci),
+              C(class), C(step), C(threshold), C(window_minutes), C(count), C(undated), C(last) (Unix time),
+              C(tripped) and C(detail); a field the report lacks is null.
+            - C(repairs), where read, has C(written) (Unix time) and C(items), the open repairs and those closed
+              within a day, each with C(fault), C(class), C(rung), C(first_rung), C(state), C(why),
+              C(opened_at) and C(closed_at).
+            - Texts are cut to 300 characters.
+          type: dict
+          sample:
+            health: {state: read, time: "2026-12-01T06:00:00.123+00:00", status: fail, checks: [],
+                     faults: [{kind: xid, code: 79, pci: "0000:3b:00.0", class: RESTART_BM, step: reboot,
+                               threshold: 1, window_minutes: 60, count: 1, undated: 0, last: 1764568800.0,
+                               tripped: true, detail: "GPU has fallen off the bus"}]}
+            repairs: {state: absent, detail: "File not found: /run/gpufleet-guard/repairs.json"}
     gpu:
       description: What M(gpufleet.cloud.gpu_facts) returns.
       returned: when the node was read

@@ -306,6 +306,12 @@ def test_a_converged_fleet_is_clean(converged, first_converge):
     # with the GPU stack): their differences are by design, not flagged.
     assert report["peers"] == [] and "peer-mismatch" not in result.stdout, result.stdout
     assert {report["hosts"][h]["os"] for h in LAB_HOSTS} == {"Debian 12", "Debian 13"}
+    # The node view of GPU faults rides along (not drift: the figures above
+    # are in sync): node_health's report where its timer has run yet, and
+    # no repairs file, as the lab's guard has repair off.
+    doctors = {h: report["hosts"][h]["doctor"] for h in LAB_HOSTS}
+    assert {d["health"]["state"] for d in doctors.values()} <= {"read", "absent"}, doctors
+    assert {d["repairs"]["state"] for d in doctors.values()} == {"absent"}, doctors
 
 
 def test_prometheus_scrapes_every_lab_node(converged, tmp_path):

@@ -1,8 +1,9 @@
 """gpufleet.cloud.node_facts in a real ansible-playbook run against this
 machine (a local connection): what it reads, that a second call in the
 same run answers from the facts without reading the node again (its GPU
-counts following a later read of the GPUs), and that check mode adds the
-installed packages."""
+counts following a later read of the GPUs), that check mode adds the
+installed packages, and that it reads the node view of GPU faults
+(plugin_utils/_node_doctor.py has that view's own tests)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ PLAY = """
   tasks:
     - name: First read
       gpufleet.cloud.node_facts:
+        health_report_path: "{{ playbook_dir }}/report.json"
+        repairs_path: "{{ playbook_dir }}/repairs.json"
     - name: Second read
       gpufleet.cloud.node_facts:
     - name: Show what the play sees
@@ -65,6 +68,13 @@ module.exit_json(changed=False, ansible_facts={"gpu": {
 """
 
 
+# node_health's report with a tripped XID 79 (roles/node_health/files/gpufleet-health.py).
+HEALTH_REPORT = {"time": "2026-12-01T06:00:00.123+00:00", "status": "fail", "checks": [], "faults": [
+    {"kind": "xid", "code": 79, "pci": "0000:3b:00.0", "class": "RESTART_BM", "step": "reboot", "threshold": 1,
+     "window_minutes": 60, "detail": "GPU has fallen off the bus", "count": 1, "undated": 0, "last": 1764568800.0,
+     "tripped": True}]}
+
+
 # package_facts needs Debian's apt bindings, which the nodes' python3 has
 # and a virtual environment does not.
 NODE_PYTHON = "/usr/bin/python3"
@@ -78,6 +88,9 @@ def run(tmp_path, *args):
              "gpufleet_gpu": {"count": "{{ 1 + 1 }}"}}
     (tmp_path / "inventory.json").write_text(json.dumps({"all": {"hosts": {"local": local}}}))
     (tmp_path / "play.yml").write_text(PLAY)
+    (tmp_path / "report.json").write_text(json.dumps(HEALTH_REPORT))
+    if "--check" in args:
+        (tmp_path / "repairs.json").mkdir()  # there, and not a file that reads
     (tmp_path / "library").mkdir()
     (tmp_path / "library" / "fake_gpu_facts.py").write_text(FAKE_GPU_FACTS)
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
@@ -110,7 +123,7 @@ def test_the_first_call_reads_the_node(runs, mode):
     first = runs[mode]["First read"]
     node = first["ansible_facts"]["gpufleet_node"]
     assert not first.get("changed") and not first.get("failed"), first
-    assert set(node) == {"facts_epoch", "container", "gpus", "has_gpus", "rdma_ports", "rdma_devices"}
+    assert set(node) == {"facts_epoch", "container", "gpus", "has_gpus", "rdma_ports", "rdma_devices", "doctor"}
     # This machine has no GPU and no RDMA device: none, not unknown. The
     # inventory promises two, so it is a GPU node (the driver may come later).
     assert node["gpus"] == {"driver": 0, "bus": 0, "inventory": 2} and node["has_gpus"] is True
@@ -121,6 +134,17 @@ def test_the_first_call_reads_the_node(runs, mode):
     assert node["container"] == (facts["ansible_virtualization_type"] in CONTAINER_TYPES)
     assert "ansible_all_ipv4_addresses" in facts and "gpu" in facts
     assert ("packages" in facts) == (mode == "check"), sorted(facts)
+
+
+@pytest.mark.parametrize("mode", ["run", "check"])
+def test_the_first_call_reads_the_node_view_of_gpu_faults_and_never_fails_on_it(runs, mode):
+    needs(runs, mode)
+    doctor = runs[mode]["First read"]["ansible_facts"]["gpufleet_node"]["doctor"]
+    assert doctor["health"]["state"] == "read" and doctor["health"]["status"] == "fail"
+    assert [(f["code"], f["class"], f["tripped"]) for f in doctor["health"]["faults"]] == [(79, "RESTART_BM", True)]
+    # No file: the guard's repair is off there. A directory: not a file that reads.
+    want = "absent" if mode == "run" else "unreadable"
+    assert doctor["repairs"]["state"] == want and "repairs.json" in doctor["repairs"]["detail"], doctor["repairs"]
 
 
 @pytest.mark.parametrize("mode", ["run", "check"])

@@ -168,6 +168,27 @@ def test_versions_are_collected_for_peer_comparison(cb, tmp_path):
     assert report["hosts"]["n1"]["os"] == "Debian 12" and "os" not in report["hosts"]["n2"]
 
 
+def test_the_node_view_of_gpu_faults_goes_into_the_host_meta_and_is_not_drift(cb, tmp_path):
+    doctor = {"health": {"state": "read", "time": "2026-12-01T06:00:00.123+00:00", "status": "fail", "checks": [],
+                         "faults": [{"kind": "xid", "code": 79, "pci": "0000:3b:00.0", "class": "RESTART_BM",
+                                     "tripped": True}]},
+              "repairs": {"state": "absent", "detail": "File not found: /run/gpufleet-guard/repairs.json"}}
+    node = {"container": False, "has_gpus": True, "doctor": doctor}
+    cb.v2_runner_on_ok(result(FakeHost("n1"), FakeTask("Read the node's GPUs and RDMA devices",
+                                                       "gpufleet.cloud.node_facts"),
+                              {"ansible_facts": {"gpufleet_node": node}}))
+    # A later role's read that answers from the facts returns none: kept.
+    cb.v2_runner_on_ok(result(FakeHost("n1"), FakeTask("Read the node's facts", "gpufleet.cloud.node_facts",
+                                                       role="gpufleet.cloud.baseline"), {"changed": False}))
+    # An older collection's node_facts has no doctor: none in the report.
+    cb.v2_runner_on_ok(result(FakeHost("n2"), FakeTask("Read the node's GPUs and RDMA devices",
+                                                       "gpufleet.cloud.node_facts"),
+                              {"ansible_facts": {"gpufleet_node": {"has_gpus": False}}}))
+    report = finish(cb, tmp_path, ["n1", "n2"])
+    assert report["hosts"]["n1"]["doctor"] == doctor and "doctor" not in report["hosts"]["n2"]
+    assert report["records"] == [] and report["exit_code"] == 0
+
+
 def test_a_resource_of_an_included_role_names_the_roles_that_reach_it(cb, tmp_path):
     # _nvidia_packages has no tag in site.yml: nvidia_driver and cuda include
     # it, so those are what --fix must run; the top of each chain counts.

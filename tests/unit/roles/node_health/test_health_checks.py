@@ -454,7 +454,7 @@ SWITCH_LOG = "\n".join([
 
 
 def switch_lines(text: str):
-    return [line for line in health.faults.sxid_events(text)], "kern.log"
+    return health.faults.sxid_events(text), "kern.log"
 
 
 def test_a_fatal_sxid_fails_the_sxid_check_and_non_fatal_ones_are_named():

@@ -89,7 +89,7 @@ def _part(part: dict, name: str) -> str | None:
     if state == "read":
         return None
     if state == "absent":
-        return f"{name} not reported"
+        return f"no {name} on the node"
     return f"{name} unreadable: {_text(part.get('detail'))}"
 
 
@@ -101,7 +101,7 @@ def line(doctor: dict | None) -> str | None:
         return None
     parts = []
     found = health(doctor)
-    missing = _part(found, "health report")
+    missing = _part(found, "node_health report")
     if missing:
         parts.append(missing)
     elif found.get("status") != "pass":
@@ -112,6 +112,6 @@ def line(doctor: dict | None) -> str | None:
     parts += [fault_label(f) + ("" if f.get("tripped") is True else " (seen, never tripped)") for f in faults(doctor)]
     guard = repairs(doctor)
     if guard.get("state") not in ("read", "absent"):
-        parts.append(_part(guard, "repairs"))
+        parts.append(_part(guard, "guard repairs file"))
     parts += [f"repair {repair_label(r)}" for r in repair_items(doctor) if is_open(r)]
     return ", ".join(parts) or None

@@ -64,9 +64,9 @@ def test_the_table_has_a_line_for_each_host_with_something_to_say_and_the_exit_c
     text = table(FLEET)
     assert lines(text) == {
         "gpu-1": "health fail, XID 79 (RESTART_BM) on 0000:3b:00.0 x1, repair reboot acting",
-        "gpu-3": "health report not reported",
-        "gpu-4": "health report unreadable: the health report is not JSON (Expecting value), "
-                 "repairs unreadable: File is not readable: /run/gpufleet-guard/repairs.json",
+        "gpu-3": "no node_health report on the node",
+        "gpu-4": "node_health report unreadable: the health report is not JSON (Expecting value), "
+                 "guard repairs file unreadable: File is not readable: /run/gpufleet-guard/repairs.json",
         "gpu-5": "health unknown, kernel_log_unreadable (unknown) x1 (seen, never tripped)",
     }
     # Faults are not drift: every host in sync, exit 0.

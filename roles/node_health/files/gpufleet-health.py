@@ -33,6 +33,7 @@ import re
 import socket
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 # The node-side library (gpufleet_gpu_faults.py, gpufleet_nvidia_smi.py,
@@ -296,6 +297,14 @@ def read_kernel_events(window_minutes: int, path: str) -> tuple[list[dict] | Non
         faults.sxid_events(text, booted), source
 
 
+def recent_lines(lines: list[dict], kind: str, since: float) -> Counter:
+    """The kernel log's lines of one kind since `since`, counted by (PCI
+    address, code); an undated line counts: it is there, and when is
+    unknown."""
+    return Counter((line["pci"], line["code"]) for line in lines
+                   if line["kind"] == kind and (line["time"] is None or line["time"] >= since))
+
+
 def check_xid(read: tuple[list[dict] | None, str], window_minutes: int, ignore: list[int], applies: bool,
               no_gpu_reason: str, now: float) -> tuple[dict, dict]:
     """The xid check over read_kernel_events()' XID lines within its own
@@ -306,12 +315,7 @@ def check_xid(read: tuple[list[dict] | None, str], window_minutes: int, ignore: 
     lines, source = read
     if lines is None:
         return result("xid", "unknown", source), {}
-    since = now - window_minutes * 60
-    events: dict[tuple[str, str], int] = {}
-    for line in lines:
-        if line["kind"] == "xid" and (line["time"] is None or line["time"] >= since):
-            key = (line["pci"], str(line["code"]))
-            events[key] = events.get(key, 0) + 1
+    events = {(pci, str(code)): n for (pci, code), n in recent_lines(lines, "xid", now - window_minutes * 60).items()}
     counted = {key: n for key, n in events.items() if int(key[1]) not in ignore}
     if counted:
         summary = ", ".join(f"XID {xid} ({faults.XID_CATALOGUE.get(int(xid), faults.UNKNOWN)}) on {pci} x{n}"
@@ -332,11 +336,7 @@ def check_sxid(read: tuple[list[dict] | None, str], window_minutes: int, applies
     if lines is None:
         return result("sxid", "unknown", source)
     since = now - window_minutes * 60
-    recent: dict[str, dict[tuple[str, int], int]] = {"sxid_fatal": {}, "sxid_non_fatal": {}, "sxid": {}}
-    for line in lines:
-        if line["kind"] in recent and (line["time"] is None or line["time"] >= since):
-            key = (line["pci"], line["code"])
-            recent[line["kind"]][key] = recent[line["kind"]].get(key, 0) + 1
+    recent = {kind: recent_lines(lines, kind, since) for kind in ("sxid_fatal", "sxid_non_fatal", "sxid")}
 
     def named(kind: str) -> str:
         return ", ".join(f"SXid {code} on {pci} x{n}" for (pci, code), n in sorted(recent[kind].items()))

@@ -77,13 +77,29 @@ $(STAMP)/lint-venv: requirements/lint-venv.txt
 	$(LINT_BIN)/pip install --quiet -r requirements/lint-venv.txt
 	touch $@
 
+# ansible-test's own virtual environments for `make sanity` (its pinned
+# pylint, pycodestyle, yamllint and the rest), made here from PyPI while
+# the host's packages, the images and the project venv are still on their
+# way: made inside the sanity stage, they cost it 60 CPU-seconds of the
+# unit, lint and sanity group's two CPUs (docs/performance.md, "Test
+# loop"). The lint venv's ansible-test makes them: it is ready first, and
+# ansible-test names each environment by a hash of its pip commands, which
+# are the same for the same ansible-core (both venvs pin one version,
+# tests/unit/tools/test_makefile.py), so the project venv's ansible-test
+# finds them.
+$(STAMP)/sanity-venvs: $(STAMP)/lint-venv tools/sanity.sh
+	PATH=$(LINT_BIN):$$PATH tools/sanity.sh --prime-venvs >.cache/sanity-venvs.log 2>&1 || \
+	  { tail -n 40 .cache/sanity-venvs.log; exit 1; }
+	touch $@
+
 $(STAMP)/collections: $(STAMP)/venv requirements/collections.yml tools/install-collections.py
 	$(BIN)/python tools/install-collections.py
 	touch $@
 
-.PHONY: venv lint-venv collections host images image-12 image-13 prometheus-tools deps deps-all
+.PHONY: venv lint-venv sanity-venvs collections host images image-12 image-13 prometheus-tools deps deps-all
 venv: $(STAMP)/venv
 lint-venv: $(STAMP)/lint-venv
+sanity-venvs: $(STAMP)/sanity-venvs
 collections: $(STAMP)/collections
 host:
 	tools/host-setup.sh
@@ -105,7 +121,7 @@ DEPS_JOBS ?= 4
 deps:
 	@start=$$(date +%s); $(MAKE) --no-print-directory -j$(DEPS_JOBS) deps-all; \
 	  echo "deps: ready in $$(( $$(date +%s) - start ))s ($(DEPS_JOBS) jobs)"
-deps-all: venv lint-venv collections images prometheus-tools
+deps-all: venv lint-venv sanity-venvs collections images prometheus-tools
 
 # ---- demo ----------------------------------------------------------------
 .PHONY: demo lab-up lab-down
@@ -189,7 +205,7 @@ lint-collection-docs:
 lint-galaxy-importer:
 	@$(call timed,lint-galaxy-importer,tools/galaxy-importer.sh)
 
-sanity: venv collections
+sanity: venv collections sanity-venvs
 	@$(call timed,sanity,tools/sanity.sh)
 
 SCENARIO ?=

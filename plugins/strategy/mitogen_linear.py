@@ -17,6 +17,14 @@ description:
   - Without the C(mitogen) package it warns once and runs Ansible's own
     C(linear) strategy, so a play behaves the same everywhere, only slower.
   - Connections Mitogen does not handle are run by Ansible as usual.
+  - Mitogen's pinning of processes to CPUs is turned off, and the kernel
+    places them. On a controller with 2 or 3 CPUs Mitogen reserves the
+    first for its multiplexer and pins the top-level process, every worker
+    and every connection process it starts to the one CPU left. What those
+    start inherits the pin, down to the commands of a local connection and
+    to the interpreter behind a C(podman exec) with every module and package
+    install it runs. Runs side by side then share that one CPU while the
+    other idles.
   - Unlike C(strategy_plugins) pointed into a virtual environment, the
     name C(gpufleet.cloud.mitogen_linear) works from any installation of the
     collection.
@@ -34,11 +42,18 @@ from ansible.utils.display import Display
 
 try:
     import ansible_mitogen.loaders  # noqa: F401  (must be imported before the strategy)
+    import ansible_mitogen.affinity
     import ansible_mitogen.strategy
 except ImportError:
     MITOGEN = None
 else:
     MITOGEN = ansible_mitogen.strategy
+    # Mitogen reads its module-level policy each time it pins a process (the
+    # top-level process and multiplexer when the run starts, each worker as
+    # it forks); the base Policy pins nothing. Mitogen has no setting for
+    # this (mitogen-hq/mitogen#648: the inherited mask reaches the managed
+    # host's commands).
+    ansible_mitogen.affinity.policy = ansible_mitogen.affinity.Policy()
 
 if MITOGEN is not None:
     class StrategyModule(MITOGEN.StrategyMixin, _Linear):

@@ -116,3 +116,17 @@ def test_every_lab_module_the_stages_and_their_order_name_exists():
     named = make_variable("LAB_FLEET_TESTS") + make_variable("LAB_GUARD_TESTS")
     named += [f"tests/integration/{tail}" for tail in LONGEST_FIRST]
     assert named and [path for path in named if not (ROOT / path).is_file()] == []
+
+
+def _pin(path: Path, name: str) -> str:
+    lines = [line.split("#")[0].strip() for line in path.read_text().splitlines()]
+    (pin,) = [line for line in lines if line.lower().startswith(name + "==")]
+    return pin.split("==", 1)[1]
+
+
+def test_both_venvs_pin_one_ansible_core_so_the_primed_sanity_environments_are_found():
+    # `make deps` makes ansible-test's sanity environments with the lint
+    # venv's ansible-test (the sanity-venvs target); `make sanity` runs the
+    # project venv's, which finds them only where the two are one version.
+    requirements = ROOT / "requirements"
+    assert _pin(requirements / "lint-venv.txt", "ansible-core") == _pin(requirements / "constraints.txt", "ansible-core")

@@ -37,6 +37,7 @@ help:
 	@echo "make soak      unit and inventory stages 5 times in a row beside two CPU burners"
 	@echo "make unit | lint | sanity | molecule | lab-test | inventory-test"
 	@echo "make lab-fleet | lab-roles   the lab stage's two independent halves (make lab-guard: the guard's lab tests alone)"
+	@echo "make lab-cli   the installed CLI's lab test (never beside lab-fleet: the same lab names)"
 	@echo "make bench-inventory   inventory benchmark (not part of make test)"
 	@echo "make bench-fleet       lab at 1, 4, 8 nodes: no-op converge and drift scan, three configs"
 	@echo "make bench-molecule    Molecule's create and destroy: the podman driver's playbooks against ours"
@@ -81,8 +82,8 @@ $(STAMP)/lint-venv: requirements/lint-venv.txt
 # pylint, pycodestyle, yamllint and the rest), made here from PyPI while
 # the host's packages, the images and the project venv are still on their
 # way: made inside the sanity stage, they cost it 60 CPU-seconds of the
-# unit, lint and sanity group's two CPUs (docs/performance.md, "Test
-# loop"). The lint venv's ansible-test makes them: it is ready first, and
+# unit, lint and sanity group's two CPUs (docs/performance.md, "Repeated
+# work removed"). The lint venv's ansible-test makes them: it is ready first, and
 # ansible-test names each environment by a hash of its pip commands, which
 # are the same for the same ansible-core (both venvs pin one version,
 # tests/unit/tools/test_makefile.py), so the project venv's ansible-test
@@ -153,9 +154,12 @@ lab-down: venv
 # each scenario 2.3x slower and the whole run longer (docs/testing.md).
 # The unit, lint and sanity stages side by side too: each alone left a
 # fifth of the CPU idle. The inventory stage runs beside the lab (free ports,
-# no podman). A group's own wall time is logged as well: the table's total
+# no podman). The installed CLI's lab test (lab-cli) runs beside Molecule,
+# whose scenarios leave part of the CPU idle: in the lab half that holds the
+# shared fleet it was that half's first minute, and the half was the longer.
+# A group's own wall time is logged as well: the table's total
 # is the wall time of the groups, not the sum of stages that overlapped.
-STAGES ?= unit+lint+sanity molecule lab-fleet+lab-roles+inventory-test
+STAGES ?= unit+lint+sanity molecule+lab-cli lab-fleet+lab-roles+inventory-test
 test: deps
 	@$(MAKE) --no-print-directory stages
 .PHONY: stages
@@ -236,9 +240,11 @@ lab-test: venv collections images
 # files with the most tests first, which put the bad-input tests first,
 # waiting on the run.
 LAB_ROLES_JOBS ?= 2
-# test_installed_cli.py first: its own one-node lab takes the shared fleet's
-# container names and ports, so it is up and down before that fleet is made.
-# The guard's lab tests (LAB_GUARD_TESTS) share nothing with the fleet
+# The installed CLI's test (LAB_CLI_TESTS) has a one-node lab of its own
+# with the shared fleet's container names and ports, so it must never run
+# beside lab-fleet: `make test` runs it as the lab-cli stage, beside
+# Molecule (STAGES), before the lab group; `make lab-test` runs it first
+# (tests/integration/conftest.py). The guard's lab tests (LAB_GUARD_TESTS) share nothing with the fleet
 # (their own nodes, ports and emulators), so they run in lab-roles: the
 # fleet half is the longer one (1,162 s against 1,071 s, docs/test-times.md,
 # before the pull-mode test joined it). As a third process beside the two
@@ -247,16 +253,18 @@ LAB_ROLES_JOBS ?= 2
 # converge nodes only wait on each other.
 LAB_GUARD_TESTS = tests/integration/roles/guard/test_checkpoint_resume.py \
 	tests/integration/roles/guard/test_triggers_per_cloud.py tests/integration/roles/guard/test_repair_ladder.py
-LAB_FLEET_TESTS = tests/integration/test_installed_cli.py tests/integration/test_pull_fleet.py \
-	tests/integration/test_lab.py tests/integration/test_drift.py
-.PHONY: lab-fleet lab-roles lab-guard
+LAB_FLEET_TESTS = tests/integration/test_pull_fleet.py tests/integration/test_lab.py tests/integration/test_drift.py
+LAB_CLI_TESTS = tests/integration/test_installed_cli.py
+.PHONY: lab-fleet lab-roles lab-guard lab-cli
 lab-fleet: venv collections images
 	@$(call timed,lab-fleet,$(LAB_PYTEST) $(call junit,lab-fleet) $(LAB_FLEET_TESTS))
+lab-cli: venv collections images
+	@$(call timed,lab-cli,$(LAB_PYTEST) $(call junit,lab-cli) $(LAB_CLI_TESTS))
 # The guard's lab tests alone, for working on the guard.
 lab-guard: venv collections images
 	@$(call timed,lab-guard,$(LAB_PYTEST) $(LAB_GUARD_TESTS))
 lab-roles: venv collections images
-	@$(call timed,lab-roles,$(LAB_PYTEST) $(call junit,lab-roles) tests/integration $(addprefix --ignore=,$(LAB_FLEET_TESTS)) \
+	@$(call timed,lab-roles,$(LAB_PYTEST) $(call junit,lab-roles) tests/integration $(addprefix --ignore=,$(LAB_FLEET_TESTS) $(LAB_CLI_TESTS)) \
 	  $(if $(filter-out 1,$(LAB_ROLES_JOBS)),-n $(LAB_ROLES_JOBS) --dist loadfile --no-loadscope-reorder))
 
 # ansible-inventory against the four cloud emulators (moto and loopback

@@ -31,7 +31,9 @@ PLAIN_NODE, GPU_NODE = "lab-node-2", "lab-node-1"
 LAB_HOSTS = (GPU_NODE, PLAIN_NODE)
 
 
-# Its own one-node lab has the shared fleet's container names and ports.
+# Its own one-node lab has the shared fleet's container names and ports:
+# `make test` runs it in a stage of its own (lab-cli, beside Molecule),
+# never beside the fleet's; in one process it runs first (below).
 INSTALLED_CLI_TESTS = "test_installed_cli.py"
 # Pull mode's test needs the fleet as its first converge left it: the drift
 # tests end with the GPU node stopped and started again, after which a pull
@@ -67,7 +69,7 @@ def pytest_collection_modifyitems(config, items):
     before the shared fleet (the session's `lab`) is made, which stays up to
     the end of the session. Then pull mode's (PULL_TESTS), on the fleet as
     its first converge left it. In the lab-fleet stage the Makefile names
-    these modules first anyway; `make lab-test` collects tests/integration
+    the modules it runs first anyway; `make lab-test` collects tests/integration
     in name order, where test_drift.py would come first. Then the longest
     modules (LONGEST_FIRST). The sort is stable: every other test keeps its
     order."""

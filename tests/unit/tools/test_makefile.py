@@ -113,7 +113,7 @@ def test_every_lab_module_the_stages_and_their_order_name_exists():
     put in, or the front of lab-roles' queue (LONGEST_FIRST)."""
     from tests.integration.conftest import LONGEST_FIRST
 
-    named = make_variable("LAB_FLEET_TESTS") + make_variable("LAB_GUARD_TESTS")
+    named = make_variable("LAB_FLEET_TESTS") + make_variable("LAB_GUARD_TESTS") + make_variable("LAB_CLI_TESTS")
     named += [f"tests/integration/{tail}" for tail in LONGEST_FIRST]
     assert named and [path for path in named if not (ROOT / path).is_file()] == []
 

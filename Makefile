@@ -151,7 +151,8 @@ lab-down: venv
 # shared fleet, mostly waiting on SSH; lab-roles: one node at a time);
 # STAGES="... lab-test ..." runs it as one process instead. Molecule beside
 # the lab tests (molecule+lab-test) measured slower on a 2-CPU machine:
-# each scenario 2.3x slower and the whole run longer (docs/testing.md).
+# each scenario 2.3x slower and the whole run longer (docs/testing.md;
+# measured while Mitogen still pinned its runs to one CPU).
 # The unit, lint and sanity stages side by side too: each alone left a
 # fifth of the CPU idle. The inventory stage runs beside the lab (free ports,
 # no podman). The installed CLI's lab test (lab-cli) runs beside Molecule,

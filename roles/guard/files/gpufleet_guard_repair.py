@@ -294,9 +294,12 @@ class Ladder:
     def _await(self, record: dict, since: float) -> None:
         record.update(state=VERIFYING, since=since, why="waiting for a node_health report")
         record.pop("hold", None)
+        record.pop("health_start", None)
         rc, _out, detail = self._command(["systemctl", "start", "--no-block", self.config.health_unit], 30)
         if rc != 0:
-            record["why"] += f" (starting {self.config.health_unit} failed: {detail}; its timer runs it)"
+            # Kept while the repair waits: each poll's why says it again.
+            record["health_start"] = f"starting {self.config.health_unit} failed: {detail}; its timer runs it"
+            record["why"] += f" ({record['health_start']})"
         self.save()
 
     def _verify(self, record: dict) -> None:
@@ -315,6 +318,8 @@ class Ladder:
             return self._escalate(record, why)
         if outcome == "unknown":
             return self._hold(record, "verify", why)
+        if record.get("health_start"):
+            why += f" ({record['health_start']})"
         if self.now - record["since"] > self.config.verify_seconds:
             return self._hold(record, "verify", f"{why} within {self.config.verify_seconds:g} s")
         record["why"] = why

@@ -132,6 +132,26 @@ def test_a_fault_below_its_threshold_starts_nothing(setup, tmp_path):
     assert records == {} and node.calls == []
 
 
+def test_a_health_check_that_would_not_start_is_said_while_the_repair_waits(setup, tmp_path):
+    # node_health's unit refused: every poll that finds no newer report
+    # says so, not only the one that took the rung, and so does the hold
+    # when the wait runs out.
+    ladder, _node, _job, records, _saves = setup(node=Node(systemctl=(5, "")))
+    clock = Clock()
+    opened(ladder, tmp_path, clock)
+    record = only(records)
+    assert "starting gpufleet-health.service failed: refused; its timer runs it" in record["why"], record["why"]
+    for _poll in range(3):
+        clock.now += 30
+        ladder.poll(clock.now, BOOT)
+        assert record["state"] == repair.VERIFYING, record
+        assert record["why"].startswith("no node_health report written since the step"), record["why"]
+        assert "starting gpufleet-health.service failed" in record["why"], record["why"]
+    clock.now += 1800
+    ladder.poll(clock.now, BOOT)
+    assert record["state"] == repair.HELD and "starting gpufleet-health.service failed" in record["why"], record
+
+
 def test_restart_app_checkpoints_stops_the_job_and_clears_on_a_clean_report(setup, tmp_path):
     ladder, node, job, records, saves = setup()
     clock = Clock()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import datetime
 import json
+import re
 import uuid
 
 import pytest
@@ -85,7 +86,10 @@ def test_the_fleet_is_merged_and_what_was_not_read_is_never_in_sync(project, sto
     _port, s3, bucket = store
     put(store, "fresh-1", node_report("fresh-1", CLEAN))
     put(store, "drifted-2", node_report("drifted-2", DRIFTED))
-    put(store, "stale-3", node_report("stale-3", CLEAN, finished=NOW - datetime.timedelta(hours=5)))
+    # Five hours before now, not before NOW (the module's import): on a busy
+    # machine minutes pass between the two.
+    stale_finished = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=5)
+    put(store, "stale-3", node_report("stale-3", CLEAN, finished=stale_finished))
     put(store, "broken-5", '{"records": [')
     put(store, "gone-9", node_report("gone-9", DRIFTED))  # the inventory no longer lists it
     # Not a node's report: deeper keys and other files under the prefix.
@@ -93,6 +97,7 @@ def test_the_fleet_is_merged_and_what_was_not_read_is_never_in_sync(project, sto
     s3.put_object(Bucket=bucket, Key=f"{PREFIX}/README.txt", Body=b"hello")
 
     rc = drift_from(store)
+    stale_age = datetime.datetime.now(datetime.timezone.utc) - stale_finished
     out = capsys.readouterr().out
     # Drift (2) and nodes not reported (16).
     assert rc == 2 | 16, out
@@ -110,7 +115,11 @@ def test_the_fleet_is_merged_and_what_was_not_read_is_never_in_sync(project, sto
     assert drift[0]["diff"] == [{"before": "a", "after": "b"}]
     why = {r["host"]: r["message"] for r in report["records"] if r.get("pull")}
     assert f"no report at s3://{bucket}/{PREFIX}/missing-4.json" in why["missing-4"]
-    assert "older than --max-age 90 minutes" in why["stale-3"] and "5 h 0 min ago" in why["stale-3"]
+    assert "older than --max-age 90 minutes" in why["stale-3"], why["stale-3"]
+    # The age when the merge read it: five hours, and at most the minutes
+    # that passed since the report was made.
+    hours, minutes = map(int, re.search(r"(\d+) h (\d+) min ago", why["stale-3"]).groups())
+    assert 5 * 60 <= hours * 60 + minutes <= stale_age.total_seconds() // 60, (why["stale-3"], stale_age)
     assert f"s3://{bucket}/{PREFIX}/broken-5.json" in why["broken-5"]
     # The stale node's old records are not counted: nothing of it is in sync.
     assert not [r for r in report["records"] if r["host"] == "stale-3" and not r.get("pull")]

@@ -318,11 +318,10 @@ class Ladder:
             return self._escalate(record, why)
         if outcome == "unknown":
             return self._hold(record, "verify", why)
-        if record.get("health_start"):
-            why += f" ({record['health_start']})"
+        started = f" ({record['health_start']})" if record.get("health_start") else ""
         if self.now - record["since"] > self.config.verify_seconds:
-            return self._hold(record, "verify", f"{why} within {self.config.verify_seconds:g} s")
-        record["why"] = why
+            return self._hold(record, "verify", f"{why} within {self.config.verify_seconds:g} s{started}")
+        record["why"] = why + started
         return None
 
     def _escalate(self, record: dict, why: str) -> None:

@@ -155,5 +155,8 @@ def test_a_share_of_a_gpu_is_a_gpu_host_in_the_gpu_share_group(cloud, start_emul
     # The fixed group gpu_share holds the share and not the whole GPU.
     assert [h.name for h in inventory.groups["gpu_share"].get_hosts()] == [share["instance_id"]]
     assert [h.name for h in inventory.groups["whole_gpus"].get_hosts()] == [whole["instance_id"]]
+    # Keyed by count: one group for the share's number, one for the whole
+    # GPU's, and no other.
+    whole_count = inventory.get_host(whole["instance_id"]).get_vars()["gpufleet_gpu"]["count"]
     keyed = sorted(g for g in inventory.groups if g.startswith("gpus_"))
-    assert "gpus_" + str(gpu["count"]).replace(".", "_") in keyed, keyed
+    assert keyed == sorted("gpus_" + str(c).replace(".", "_") for c in (gpu["count"], whole_count)), keyed

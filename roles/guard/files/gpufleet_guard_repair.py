@@ -121,6 +121,11 @@ def smi_id(pci: str) -> str:
     return pci if "." in pci else f"{pci}.0"
 
 
+def _health_start(record: dict) -> str:
+    """Why no report may come, said after a waiting repair's why: node_health's unit would not start."""
+    return f" ({record['health_start']})" if record.get("health_start") else ""
+
+
 class Ladder:
     """The open repairs in ``records`` (part of the guard's state), moved
     on each poll. ``checkpoint(event_id, detail)`` runs the guard's action
@@ -299,7 +304,7 @@ class Ladder:
         if rc != 0:
             # Kept while the repair waits: each poll's why says it again.
             record["health_start"] = f"starting {self.config.health_unit} failed: {detail}; its timer runs it"
-            record["why"] += f" ({record['health_start']})"
+            record["why"] += _health_start(record)
         self.save()
 
     def _verify(self, record: dict) -> None:
@@ -318,10 +323,9 @@ class Ladder:
             return self._escalate(record, why)
         if outcome == "unknown":
             return self._hold(record, "verify", why)
-        started = f" ({record['health_start']})" if record.get("health_start") else ""
         if self.now - record["since"] > self.config.verify_seconds:
-            return self._hold(record, "verify", f"{why} within {self.config.verify_seconds:g} s{started}")
-        record["why"] = why + started
+            return self._hold(record, "verify", f"{why} within {self.config.verify_seconds:g} s{_health_start(record)}")
+        record["why"] = why + _health_start(record)
         return None
 
     def _escalate(self, record: dict, why: str) -> None:

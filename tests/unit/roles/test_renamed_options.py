@@ -69,23 +69,28 @@ def test_the_old_name_is_still_read_where_the_new_one_is_not_set(old, new):
     assert render(**{old: shipped}) is shipped
 
 
+def _readers(names, keep: set[str]) -> list[str]:
+    """The tracked lines outside `keep` that name one of `names` as a word.
+    Changelogs keep history, and the options' own documentation names the
+    old names; docs/test-times.md, written by `make test`, names the tests
+    of this module with their parameters. A step tag may share an old name
+    (security_firewall, monitoring_gpu_exporter): tags are not variables."""
+    found = subprocess.run(["git", "grep", "-nwE", "|".join(names), "--", ".",
+                            ":!changelogs", ":!roles/*/meta/argument_specs.yml", ":!roles/*/README.md",
+                            ":!docs/test-times.md"],
+                           cwd=ROOT, capture_output=True, text=True, check=False)
+    assert found.returncode in (0, 1), found.stderr
+    return [line for line in found.stdout.splitlines() if line.split(":", 1)[0] not in keep and "tags: [" not in line]
+
+
 def test_nothing_but_the_defaults_reads_an_old_name():
-    # Changelogs keep history, and the rename's own documentation and tests name the old names;
-    # docs/test-times.md, written by `make test`, names those tests with their parameters.
+    # The rename's own tests name the old names.
     keep = {"roles/%s/defaults/main.yml" % role_of(new) for _old, new in RENAMES} | {
         "plugins/plugin_utils/_role_inputs.py", "tests/unit/roles/test_renamed_options.py",
         "tests/unit/plugins/action/test_preflight.py",
         # Sets the old backup_rclone on purpose: the real run that proves it is still read.
         "extensions/molecule/backup/molecule.yml"}
-    found = subprocess.run(["git", "grep", "-nwE", "|".join(old for old, _new in RENAMES), "--", ".",
-                            ":!changelogs", ":!roles/*/meta/argument_specs.yml", ":!roles/*/README.md",
-                            ":!docs/test-times.md"],
-                           cwd=ROOT, capture_output=True, text=True, check=False)
-    assert found.returncode in (0, 1), found.stderr
-    # A step tag may share an old name (security_firewall): tags are not variables.
-    readers = [line for line in found.stdout.splitlines()
-               if line.split(":", 1)[0] not in keep and "tags: [" not in line]
-    assert readers == []
+    assert _readers([old for old, _new in RENAMES], keep) == []
 
 
 MOVES = sorted(_role_inputs.OPTIONS_MOVED.items())
@@ -152,10 +157,4 @@ def test_nothing_but_the_new_homes_reads_a_moved_name():
             # Sets the old monitoring_cloud_agent on purpose: a real run that proves it is still read.
             "tests/integration/roles/cloud_agent/test_bad_input.py",
             "plugins/plugin_utils/_role_inputs.py", "tests/unit/roles/test_renamed_options.py"}
-    found = subprocess.run(["git", "grep", "-nwE", "|".join(old for old, _new in MOVES), "--", ".",
-                            ":!changelogs", ":!roles/*/meta/argument_specs.yml", ":!roles/*/README.md",
-                            ":!docs/test-times.md"],
-                           cwd=ROOT, capture_output=True, text=True, check=False)
-    assert found.returncode in (0, 1), found.stderr
-    # A step tag may share an old name (monitoring_gpu_exporter): tags are not variables.
-    assert [line for line in found.stdout.splitlines() if line.split(":", 1)[0] not in keep and "tags: [" not in line] == []
+    assert _readers([old for old, _new in MOVES], keep) == []
